@@ -1,0 +1,14 @@
+"""staticsem: static word embeddings optimised for sentence semantics."""
+
+from staticsem.io import load
+from staticsem.model import StaticModel
+from staticsem.version import __version__
+
+__all__ = ["StaticModel", "__version__", "distill", "load"]
+
+
+def distill(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """Distil a static model from a Sentence Transformer (needs the ``distill`` extra)."""
+    from staticsem.distill import distill as _distill
+
+    return _distill(*args, **kwargs)

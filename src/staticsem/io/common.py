@@ -1,0 +1,57 @@
+"""Readers shared by the format modules, turning every failure into a ``ModelFormatError``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors import safe_open
+from tokenizers import Tokenizer
+
+from staticsem.errors import ModelFormatError
+
+
+def require_file(path: Path) -> Path:
+    """Return ``path`` if it is a file, else raise naming it."""
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: file is missing")
+    return path
+
+
+def read_json(path: Path, expect: type = dict) -> Any:
+    """Parse a JSON file whose top level must be ``expect``."""
+    try:
+        value = json.loads(require_file(path).read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ModelFormatError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(value, expect):
+        raise ModelFormatError(f"{path}: expected a JSON {expect.__name__}, got {type(value).__name__}")
+    return value
+
+
+def read_safetensors(path: Path, required: Sequence[str] = ()) -> dict[str, np.ndarray]:
+    """All tensors of a safetensors file as numpy arrays."""
+    try:
+        with safe_open(str(require_file(path)), framework="numpy") as handle:
+            tensors = {key: handle.get_tensor(key) for key in handle.keys()}  # noqa: SIM118
+    except ModelFormatError:
+        raise
+    except Exception as exc:  # safetensors raises its own untyped errors
+        raise ModelFormatError(f"{path}: corrupt or truncated safetensors file ({exc})") from None
+    missing = [key for key in required if key not in tensors]
+    if missing:
+        raise ModelFormatError(f"{path}: no tensor named {missing[0]!r} (has {sorted(tensors)})")
+    return tensors
+
+
+def read_tokenizer(path: Path) -> Tokenizer:
+    """Load an HF ``tokenizer.json``."""
+    try:
+        return Tokenizer.from_file(str(require_file(path)))
+    except ModelFormatError:
+        raise
+    except Exception as exc:  # tokenizers raises plain Exception
+        raise ModelFormatError(f"{path}: not a valid tokenizer.json ({exc})") from None

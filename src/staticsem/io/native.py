@@ -1,0 +1,88 @@
+"""staticsem's own folder: ``model.safetensors`` + ``vocab.json`` + optional ``tokenizer.json`` + ``config.json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from safetensors.numpy import save_file
+
+from staticsem.io.atomic import atomic_folder
+from staticsem.io.common import read_json, read_safetensors, read_tokenizer
+from staticsem.quantize import DType, Scale, dequantize, quantize
+from staticsem.version import __version__
+
+if TYPE_CHECKING:
+    from staticsem.model import StaticModel
+
+FORMAT = "staticsem"
+FORMAT_VERSION = 1
+
+
+def is_native(path: Path) -> bool:
+    """True when ``path`` is a folder written by ``save``."""
+    config = path / "config.json"
+    if not (path.is_dir() and config.is_file()):
+        return False
+    try:
+        return json.loads(config.read_text(encoding="utf-8")).get("format") == FORMAT
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        return False
+
+
+def save(
+    model: StaticModel,
+    path: Path,
+    *,
+    dtype: DType | str = DType.FLOAT16,
+    scale: Scale | str = Scale.ROW,
+) -> Path:
+    """Write ``model`` atomically to folder ``path`` with the matrix stored as ``dtype``."""
+    dtype, scale = DType(dtype), Scale(scale)
+    if dtype is DType.INT8 and model.scales is not None and scale is Scale.ROW:
+        stored, scales = model.vectors, model.scales
+    else:
+        stored, scales = quantize(dequantize(model.vectors, model.scales), dtype, scale)
+    tensors = {"embeddings": np.ascontiguousarray(stored)}
+    if scales is not None:
+        tensors["scales"] = scales
+    config: dict[str, Any] = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "staticsem_version": __version__,
+        "vocab_size": len(model),
+        "dim": model.dim,
+        "dtype": dtype.value,
+        "normalize": True,
+        "has_tokenizer": model.tokenizer is not None,
+        "metadata": model.metadata,
+    }
+    if dtype is DType.INT8:
+        config["int8_scale"] = scale.value
+    with atomic_folder(path) as tmp:
+        save_file(tensors, str(tmp / "model.safetensors"))
+        (tmp / "vocab.json").write_text(json.dumps(model.vocab, ensure_ascii=False), encoding="utf-8")
+        if model.tokenizer is not None:
+            model.tokenizer.save(str(tmp / "tokenizer.json"))
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def load(path: Path) -> StaticModel:
+    """Read a folder written by ``save``.
+
+    :raises ModelFormatError: for missing, corrupt or inconsistent files.
+    """
+    from staticsem.model import StaticModel
+
+    config = read_json(path / "config.json")
+    vocab = read_json(path / "vocab.json", expect=list)
+    tensors = read_safetensors(path / "model.safetensors", required=("embeddings",))
+    tokenizer = read_tokenizer(path / "tokenizer.json") if config.get("has_tokenizer") else None
+    scales = tensors.get("scales")
+    if scales is not None and scales.size == 1:
+        scales = np.full(len(vocab), float(scales.reshape(-1)[0]), dtype=np.float32)
+    return StaticModel(vocab, tensors["embeddings"], scales=scales, tokenizer=tokenizer,
+                       metadata=config.get("metadata") or {})

@@ -1,0 +1,163 @@
+"""Plain vector files: word2vec text / binary, GloVe text (no header) and fastText ``.vec``.
+
+Read and written by staticsem itself and checked against gensim's ``KeyedVectors`` in the tests.
+Files may be gzip-compressed (``.gz``). Duplicate words keep their first vector, as gensim does.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+import numpy as np
+
+from staticsem.errors import InputError, ModelFormatError
+from staticsem.io.atomic import atomic_file
+from staticsem.quantize import dequantize
+
+if TYPE_CHECKING:
+    from staticsem.model import StaticModel
+
+logger = logging.getLogger(__name__)
+FASTTEXT_BIN_MAGIC = (793712314).to_bytes(4, "little")
+
+
+def _open(path: Path) -> IO[bytes]:
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: file is missing")
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
+def _header(line: bytes) -> tuple[int, int] | None:
+    parts = line.split()
+    if len(parts) == 2 and all(p.isdigit() for p in parts):
+        return int(parts[0]), int(parts[1])
+    return None
+
+
+def sniff(path: Path) -> str:
+    """Which vector format a file holds: ``word2vec``, ``word2vec-binary`` or ``glove``."""
+    with _open(path) as handle:
+        head = handle.read(4096)
+    if head.startswith(FASTTEXT_BIN_MAGIC):
+        raise ModelFormatError(f"{path}: fastText .bin models are not supported; load the .vec file instead")
+    first = head.split(b"\n", 1)[0]
+    header = _header(first)
+    if header is None:
+        if b"\0" in head:
+            raise ModelFormatError(f"{path}: binary data without a word2vec header; not a vector file")
+        return "glove"
+    body = head[len(first) + 1 :]
+    try:
+        body.decode("utf-8")
+        text = b"\0" not in body
+    except UnicodeDecodeError as exc:
+        text = exc.start > len(body) - 4  # a multi-byte character cut by the 4 KiB window
+    return "word2vec" if text else "word2vec-binary"
+
+
+def _decode(word: bytes, path: Path, where: str) -> str:
+    try:
+        return word.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ModelFormatError(f"{path}:{where}: word is not valid UTF-8") from None
+
+
+def _collect(path: Path, rows: Iterator[tuple[str, np.ndarray]], expected: int | None) -> StaticModel:
+    """Build a model from (word, vector) rows; ``expected`` is the header's word count, if any."""
+    from staticsem.model import StaticModel
+
+    vocab: list[str] = []
+    vectors: list[np.ndarray] = []
+    seen: set[str] = set()
+    skipped = 0
+    for word, vector in rows:
+        if word in seen:
+            skipped += 1
+            logger.warning("%s: duplicate word %r, keeping its first vector", path, word)
+            continue
+        seen.add(word)
+        vocab.append(word)
+        vectors.append(vector)
+    if not vectors:
+        raise ModelFormatError(f"{path}: holds no vectors")
+    read = len(vectors) + skipped
+    if expected is not None and read != expected:
+        raise ModelFormatError(f"{path}: header announces {expected} words but the file holds {read} (truncated?)")
+    return StaticModel(vocab, np.stack(vectors), metadata={"source": str(path)})
+
+
+def _text_rows(path: Path, handle: IO[bytes], dim: int | None, start: int) -> Iterator[tuple[str, np.ndarray]]:
+    for number, raw in enumerate(handle, start=start):
+        parts = raw.rstrip(b"\r\n").split(b" ")
+        parts = [p for p in parts if p] if b"" in parts else parts
+        if not parts:
+            continue
+        dim = dim or len(parts) - 1
+        if len(parts) - 1 != dim:
+            raise ModelFormatError(f"{path}:{number}: expected a word and {dim} values, got {len(parts) - 1} values")
+        word = _decode(parts[0], path, str(number))
+        try:
+            yield word, np.array(parts[1:], dtype=np.float32)
+        except ValueError:
+            raise ModelFormatError(f"{path}:{number}: values are not numbers") from None
+
+
+def read_text(path: Path, header: bool = True) -> StaticModel:
+    """Read word2vec / fastText ``.vec`` text (``header=True``) or GloVe text (``header=False``)."""
+    with _open(path) as handle:
+        expected = dim = None
+        if header:
+            parsed = _header(handle.readline())
+            if parsed is None:
+                raise ModelFormatError(f"{path}:1: expected a 'words dims' header line")
+            expected, dim = parsed
+        return _collect(path, _text_rows(path, handle, dim, 2 if header else 1), expected)
+
+
+def _binary_rows(path: Path, handle: IO[bytes], count: int, dim: int) -> Iterator[tuple[str, np.ndarray]]:
+    width = 4 * dim
+    for index in range(count):
+        word = bytearray()
+        while True:
+            char = handle.read(1)
+            if not char:
+                raise ModelFormatError(f"{path}: file ends at word {index + 1} of {count} (truncated?)")
+            if char == b" ":
+                break
+            if char != b"\n" or word:
+                word += char
+        data = handle.read(width)
+        if len(data) != width:
+            raise ModelFormatError(f"{path}: file ends inside the vector of word {index + 1} of {count} "
+                                   "(truncated?)")
+        yield _decode(bytes(word), path, f"word {index + 1}"), np.frombuffer(data, dtype="<f4").copy()
+
+
+def read_binary(path: Path) -> StaticModel:
+    """Read the word2vec C tool's binary format (float32 little-endian)."""
+    with _open(path) as handle:
+        parsed = _header(handle.readline())
+        if parsed is None:
+            raise ModelFormatError(f"{path}:1: expected a 'words dims' header line")
+        return _collect(path, _binary_rows(path, handle, *parsed), parsed[0])
+
+
+def write(model: StaticModel, path: Path, kind: str) -> Path:
+    """Write ``model`` as ``word2vec`` / ``fasttext`` text, ``glove`` text or ``word2vec-binary``."""
+    bad = next((w for w in model.vocab if len(w.split()) != 1 or w != w.strip()), None)
+    if bad is not None:
+        raise InputError(f"word {bad!r} contains whitespace, which {kind} files cannot hold")
+    matrix = dequantize(model.vectors, model.scales)
+    with atomic_file(path) as tmp, (gzip.open(tmp, "wb") if path.suffix == ".gz" else tmp.open("wb")) as out:
+        if kind != "glove":
+            out.write(f"{len(model)} {model.dim}\n".encode())
+        for word, vector in zip(model.vocab, matrix):
+            if kind == "word2vec-binary":
+                out.write(word.encode("utf-8") + b" " + vector.astype("<f4").tobytes() + b"\n")
+            else:
+                out.write((word + " " + " ".join(f"{x:.8g}" for x in vector) + "\n").encode("utf-8"))
+    return path

@@ -1,0 +1,259 @@
+"""``StaticModel``: one fixed vector per word; a text is the L2-normalised mean of its word vectors.
+
+Pure numpy (plus HF ``tokenizers`` for the unknown-word fallback): encoding never imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from staticsem.errors import InputError, ModelFormatError
+from staticsem.quantize import dequantize
+from staticsem.text import UNKNOWN, WordLookup
+
+_STORED_DTYPES = (np.float32, np.float16, np.int8)
+_worker_model: StaticModel | None = None
+
+
+def _worker_encode(texts: list[str]) -> np.ndarray:
+    assert _worker_model is not None
+    return _worker_model._encode_batch(texts)
+
+
+def _set_worker_model(model: StaticModel) -> None:
+    global _worker_model
+    _worker_model = model
+
+
+class StaticModel:
+    """Vocabulary + matrix (V × D) + optional subword tokenizer + metadata.
+
+    :param vocab: the words, one per matrix row, unique.
+    :param vectors: V × D matrix stored as float32, float16 or int8.
+    :param scales: for int8 matrices, the float32 scale of each row (V values).
+    :param tokenizer: subword tokenizer used to find a known prefix of unknown words.
+    :param metadata: teacher, method, settings and anything else worth keeping with the model.
+    :raises ModelFormatError: when the pieces do not fit together (the message carries the numbers).
+    """
+
+    def __init__(
+        self,
+        vocab: Sequence[str],
+        vectors: np.ndarray,
+        *,
+        scales: np.ndarray | None = None,
+        tokenizer: Tokenizer | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        self.vocab = list(vocab)
+        self.vectors = vectors
+        self.scales = None if scales is None else np.asarray(scales, dtype=np.float32)
+        self.tokenizer = tokenizer
+        self.metadata: dict[str, Any] = dict(metadata or {})
+        self._validate()
+        self._lookup = WordLookup(self.vocab, tokenizer)
+        self._unit_cache: np.ndarray | None = None
+
+    def _validate(self) -> None:
+        vectors = self.vectors
+        if not isinstance(vectors, np.ndarray) or vectors.ndim != 2:
+            raise ModelFormatError(f"the matrix must be 2-dimensional, got shape {np.shape(vectors)}")
+        if vectors.dtype.type not in _STORED_DTYPES:
+            raise ModelFormatError(f"the matrix must be float32, float16 or int8, got {vectors.dtype}")
+        if len(self.vocab) != vectors.shape[0]:
+            raise ModelFormatError(
+                f"vocabulary has {len(self.vocab)} words but the matrix has {vectors.shape[0]} rows"
+            )
+        if vectors.shape[1] == 0:
+            raise ModelFormatError("the matrix has 0 dimensions")
+        if len(set(self.vocab)) != len(self.vocab):
+            seen: set[str] = set()
+            dup = next(w for w in self.vocab if w in seen or seen.add(w))  # type: ignore[func-returns-value]
+            raise ModelFormatError(f"vocabulary word {dup!r} occurs more than once")
+        if any(not isinstance(w, str) or not w for w in self.vocab):
+            raise ModelFormatError("vocabulary words must be non-empty strings")
+        if vectors.dtype != np.int8 and not np.isfinite(vectors).all():
+            row = int(np.flatnonzero(~np.isfinite(vectors).all(axis=1))[0])
+            raise ModelFormatError(f"the matrix holds NaN or infinite values (first in row {row}, "
+                                   f"word {self.vocab[row]!r})")
+        if (self.scales is None) != (vectors.dtype != np.int8):
+            raise ModelFormatError("int8 matrices need per-row scales, and only int8 matrices have them")
+        if self.scales is not None and (
+            self.scales.shape != (len(self.vocab),) or not np.isfinite(self.scales).all()
+        ):
+            raise ModelFormatError(
+                f"int8 scales must be {len(self.vocab)} finite values, got shape {self.scales.shape}"
+            )
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def dim(self) -> int:
+        """Number of dimensions of each vector."""
+        return int(self.vectors.shape[1])
+
+    @property
+    def dtype(self) -> str:
+        """Storage dtype of the matrix: float32, float16 or int8."""
+        return str(self.vectors.dtype)
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    def __contains__(self, word: object) -> bool:
+        return isinstance(word, str) and word in self._lookup.index
+
+    def __repr__(self) -> str:
+        return f"StaticModel(words={len(self)}, dim={self.dim}, dtype={self.dtype})"
+
+    # ------------------------------------------------------------------ encoding
+    @overload
+    def encode(self, texts: str, **kwargs: Any) -> np.ndarray: ...
+    @overload
+    def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray: ...
+
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        *,
+        batch_size: int = 4096,
+        workers: int = 1,
+        show_progress: bool = False,
+    ) -> np.ndarray:
+        """Encode texts to L2-normalised float32 rows (a zero row where no word is known).
+
+        :param texts: a list of texts, or one text (then a 1-D vector is returned).
+        :param batch_size: texts handled per vectorised step.
+        :param workers: processes to use for large inputs (``0`` means all cores).
+        :param show_progress: show a progress bar.
+        """
+        if isinstance(texts, str):
+            return self.encode([texts], batch_size=batch_size)[0]
+        if batch_size < 1:
+            raise InputError(f"batch_size must be positive, got {batch_size}")
+        texts = list(texts)
+        bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
+        if bad is not None:
+            raise InputError(f"text {bad} is a {type(texts[bad]).__name__}, not a str")
+        if workers == 0:
+            workers = os.cpu_count() or 1
+        batches = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
+        parts = list(self._map_batches(batches, workers, show_progress))
+        return np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+
+    def _map_batches(self, batches: list[list[str]], workers: int, show_progress: bool) -> Iterator[np.ndarray]:
+        if workers > 1 and len(batches) > 1:
+            ctx = get_context("fork")
+            with ProcessPoolExecutor(
+                min(workers, len(batches)), mp_context=ctx, initializer=_set_worker_model, initargs=(self,)
+            ) as pool:
+                results: Iterator[np.ndarray] = pool.map(_worker_encode, batches)
+                yield from _progress(results, len(batches), show_progress)
+        else:
+            yield from _progress(map(self._encode_batch, batches), len(batches), show_progress)
+
+    def _encode_batch(self, texts: Sequence[str]) -> np.ndarray:
+        flat, lengths = self._lookup.ids(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        known = flat != UNKNOWN
+        if not known.any():
+            return out
+        ids = flat[known]
+        owner = np.repeat(np.arange(len(texts)), lengths)[known]
+        counts = np.bincount(owner, minlength=len(texts))
+        filled = np.flatnonzero(counts)
+        starts = np.zeros(len(filled), dtype=np.int64)
+        np.cumsum(counts[filled][:-1], out=starts[1:])
+        rows = dequantize(self.vectors[ids], None if self.scales is None else self.scales[ids])
+        sums = np.add.reduceat(rows, starts, axis=0)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        out[filled] = sums / np.maximum(norms, np.finfo(np.float32).tiny)
+        return out
+
+    def similarity(self, text_a: str, text_b: str) -> float:
+        """Cosine similarity of two texts' embeddings (0.0 if either has no known word)."""
+        a, b = self.encode([text_a, text_b])
+        return float(a @ b)
+
+    # ------------------------------------------------------------------ word operations
+    def _unit(self) -> np.ndarray:
+        if self._unit_cache is None:
+            full = dequantize(self.vectors, self.scales)
+            norms = np.linalg.norm(full, axis=1, keepdims=True)
+            self._unit_cache = full / np.maximum(norms, np.finfo(np.float32).tiny)
+        return self._unit_cache
+
+    def word_index(self, word: str) -> int:
+        """Row of ``word`` by the inference rule (exact, lower-case, subword prefix).
+
+        :raises InputError: when no rule finds the word.
+        """
+        row = self._lookup.resolve(word)
+        if row == UNKNOWN:
+            raise InputError(f"word {word!r} is not in the vocabulary ({len(self)} words)")
+        return row
+
+    def word_vector(self, word: str) -> np.ndarray:
+        """The float32 vector of a word (see ``word_index`` for the lookup rule)."""
+        row = self.word_index(word)
+        scale = None if self.scales is None else self.scales[row : row + 1]
+        return dequantize(self.vectors[row : row + 1], scale)[0]
+
+    def _nearest(self, query: np.ndarray, k: int, exclude: set[int]) -> list[tuple[str, float]]:
+        if k < 1:
+            raise InputError(f"k must be positive, got {k}")
+        norm = float(np.linalg.norm(query))
+        if norm == 0.0:
+            return []
+        scores = self._unit() @ (query / norm).astype(np.float32)
+        take = min(len(scores), k + len(exclude))
+        top = np.argpartition(-scores, take - 1)[:take]
+        ranked = [int(i) for i in top[np.argsort(-scores[top], kind="stable")] if int(i) not in exclude]
+        return [(self.vocab[i], float(scores[i])) for i in ranked[:k]]
+
+    def most_similar(self, word_or_vector: str | np.ndarray, k: int = 10) -> list[tuple[str, float]]:
+        """The ``k`` words closest (cosine) to a word (itself excluded) or to a vector."""
+        if isinstance(word_or_vector, str):
+            row = self.word_index(word_or_vector)
+            return self._nearest(self._unit()[row], k, {row})
+        query = np.asarray(word_or_vector, dtype=np.float32)
+        if query.shape != (self.dim,):
+            raise InputError(f"query vector has shape {query.shape}, the model has {self.dim} dims")
+        return self._nearest(query, k, set())
+
+    def analogy(self, a: str, b: str, c: str, k: int = 10) -> list[tuple[str, float]]:
+        """a : b :: c : ? by 3CosAdd (cos(x, b) − cos(x, a) + cos(x, c)), inputs excluded."""
+        rows = [self.word_index(w) for w in (a, b, c)]
+        unit = self._unit()
+        return self._nearest(unit[rows[1]] - unit[rows[0]] + unit[rows[2]], k, set(rows))
+
+    # ------------------------------------------------------------------ shape and persistence
+    def truncate(self, dim: int) -> StaticModel:
+        """A model keeping the first ``dim`` dimensions (PCA-ordered models lose the least)."""
+        if not 1 <= dim <= self.dim:
+            raise InputError(f"cannot truncate {self.dim} dimensions to {dim}")
+        meta = {**self.metadata, "truncated_from": self.dim}
+        return StaticModel(self.vocab, np.ascontiguousarray(self.vectors[:, :dim]), scales=self.scales,
+                           tokenizer=self.tokenizer, metadata=meta)
+
+    def save(self, path: str | Path, **options: Any) -> Path:
+        """Save in staticsem's folder format (see ``staticsem.io.native.save`` for options)."""
+        from staticsem.io.native import save
+
+        return save(self, Path(path), **options)
+
+
+def _progress(items: Iterator[np.ndarray], total: int, enabled: bool) -> Iterator[np.ndarray]:
+    if not enabled or total < 2:
+        yield from items
+        return
+    from rich.progress import track
+
+    yield from track(items, total=total, description="encoding")
