@@ -1,0 +1,46 @@
+"""Shared fixtures: a tiny WordPiece tokenizer and a small random model, built without network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+from staticsem import StaticModel
+
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "a", "house", "happy", "un", "king", "queen",
+         "man", "woman", "Paris", "paris", "france"]
+PIECES = ["[UNK]", "the", "cat", "un", "##happi", "##ness", "happy", "house", "##s", "dog", "##gy", "z", "##z"]
+
+
+@pytest.fixture(scope="session")
+def subword_tokenizer() -> Tokenizer:
+    """A tiny lower-casing WordPiece tokenizer (like BERT's) for the unknown-word fallback."""
+    tok = Tokenizer(models.WordPiece({p: i for i, p in enumerate(PIECES)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tok
+
+
+@pytest.fixture()
+def tiny_model(subword_tokenizer: Tokenizer) -> StaticModel:
+    """Random 16-d vectors for ``WORDS`` with the subword tokenizer attached."""
+    rng = np.random.default_rng(7)
+    matrix = rng.normal(size=(len(WORDS), 16)).astype(np.float32)
+    return StaticModel(WORDS, matrix, tokenizer=subword_tokenizer, metadata={"method": "test"})
+
+
+@pytest.fixture()
+def lower_model() -> StaticModel:
+    """A lower-case vocabulary without tokenizer (what exports reproduce exactly)."""
+    words = [w for w in WORDS if w == w.lower()]
+    rng = np.random.default_rng(11)
+    return StaticModel(words, rng.normal(size=(len(words), 12)).astype(np.float32))
+
+
+@pytest.fixture()
+def saved_model(tiny_model: StaticModel, tmp_path: Path) -> Path:
+    """``tiny_model`` saved in staticsem's folder format."""
+    return tiny_model.save(tmp_path / "tiny")
