@@ -1,0 +1,15 @@
+.PHONY: setup demo test lint
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	bash scripts/demo.sh
+
+test: setup
+	HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q
+
+lint:
+	.venv/bin/ruff check src tests benchmarks
+	.venv/bin/ruff format --check src tests benchmarks
+	.venv/bin/mypy src

@@ -1,0 +1,60 @@
+"""Word splitting and word lookup (METHOD.md §4)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+from tokenizers.pre_tokenizers import BertPreTokenizer
+
+from staticsem.text import UNKNOWN, WordLookup, split_words
+
+
+def bert_words(text: str) -> list[str]:
+    """BertPreTokenizer's pieces without its punctuation tokens."""
+    pieces = [piece for piece, _ in BertPreTokenizer().pre_tokenize_str(text)]
+    return [p for p in pieces if split_words(p) == [p]]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Hello, world!", "It's the U.S.A.—café «naïve»", "3.14 e-mail #tag $5", "日本語 テキスト", "a_b  c\td\n",
+     "", "   ", "¿Qué? ¡Sí!", "“quoted” ‘single’ (paren) [bracket] {brace}", "x\u00a0y\u2003z"],
+)
+def test_split_matches_bert_pre_tokenizer(text: str) -> None:
+    assert split_words(text) == bert_words(text)
+
+
+@settings(max_examples=300, deadline=None)
+# The BMP only: for a few newer punctuation marks of historic scripts beyond it (e.g. U+1144B),
+# tokenizers' Unicode tables lag behind Python's and the two differ.
+@given(st.text(st.characters(categories=["L", "N", "P", "Zs", "Sm", "Sc", "Mn"], max_codepoint=0xFFFF), max_size=60))
+def test_split_matches_bert_on_random_text(text: str) -> None:
+    assert split_words(text) == bert_words(text)
+
+
+def test_lookup_exact_then_lowercase(subword_tokenizer: Tokenizer) -> None:
+    lookup = WordLookup(["Paris", "paris", "cat"], subword_tokenizer)
+    assert lookup.resolve("Paris") == 0
+    assert lookup.resolve("paris") == 1
+    assert lookup.resolve("PARIS") == 1
+    assert lookup.resolve("Cat") == 2
+
+
+def test_lookup_longest_known_prefix(subword_tokenizer: Tokenizer) -> None:
+    # "unhappiness" → un ##happi ##ness: "unhappi" is unknown, "un" is known.
+    lookup = WordLookup(["un", "house"], subword_tokenizer)
+    assert lookup.resolve("unhappiness") == 0
+    # "houses" → house ##s: the prefix "house" is used.
+    assert lookup.resolve("Houses") == 1
+    # the whole word is never used as its own prefix and no prefix is known.
+    assert lookup.resolve("dog") == UNKNOWN
+    assert WordLookup(["happy"], None).resolve("unhappy") == UNKNOWN
+
+
+def test_lookup_ids_flat_and_lengths(subword_tokenizer: Tokenizer) -> None:
+    lookup = WordLookup(["the", "cat"], subword_tokenizer)
+    flat, lengths = lookup.ids(["The cat!", "", "zzz the"])
+    assert lengths.tolist() == [2, 0, 2]
+    assert flat.tolist() == [0, 1, UNKNOWN, 0]
