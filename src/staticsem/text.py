@@ -16,20 +16,20 @@ from functools import lru_cache
 import numpy as np
 from tokenizers import Tokenizer
 
-from staticsem._punctuation import PUNCTUATION_RANGES
+from staticsem._punctuation import PUNCTUATION_RANGES, WHITESPACE_RANGES
 
 UNKNOWN = -1
 _CACHE_LIMIT = 2_000_000
 
 
+def _char_class(ranges: tuple[tuple[int, int], ...]) -> str:
+    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+
+
 @lru_cache(maxsize=1)
 def word_pattern() -> re.Pattern[str]:
     """Regex matching one word: a run of characters that are neither whitespace nor punctuation."""
-    parts = "".join(
-        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
-        for a, b in PUNCTUATION_RANGES
-    )
-    return re.compile(f"[^\\s{parts}]+")
+    return re.compile(f"[^{_char_class(WHITESPACE_RANGES)}{_char_class(PUNCTUATION_RANGES)}]+")
 
 
 def split_words(text: str) -> list[str]:
