@@ -10,9 +10,41 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from staticsem import StaticModel
 
-WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "a", "house", "happy", "un", "king", "queen",
-         "man", "woman", "Paris", "paris", "france"]
-PIECES = ["[UNK]", "the", "cat", "un", "##happi", "##ness", "happy", "house", "##s", "dog", "##gy", "z", "##z"]
+WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "mat",
+    "dog",
+    "ran",
+    "a",
+    "house",
+    "happy",
+    "un",
+    "king",
+    "queen",
+    "man",
+    "woman",
+    "Paris",
+    "paris",
+    "france",
+]
+PIECES = [
+    "[UNK]",
+    "the",
+    "cat",
+    "un",
+    "##happi",
+    "##ness",
+    "happy",
+    "house",
+    "##s",
+    "dog",
+    "##gy",
+    "z",
+    "##z",
+]
 
 
 @pytest.fixture(scope="session")

@@ -48,7 +48,9 @@ def test_encode_jsonl_from_stdin(saved_model: Path, tmp_path: Path) -> None:
     assert code == 0, stderr
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["index"] for r in records] == [0, 1]
-    np.testing.assert_allclose(records[1]["embedding"], staticsem.load(saved_model).encode("happy dog"), atol=1e-6)
+    np.testing.assert_allclose(
+        records[1]["embedding"], staticsem.load(saved_model).encode("happy dog"), atol=1e-6
+    )
 
 
 def test_encode_non_utf8_is_an_error_that_writes_nothing(saved_model: Path, tmp_path: Path) -> None:
@@ -91,8 +93,14 @@ def test_user_errors(saved_model: Path, tmp_path: Path, args: list[str], fragmen
     for item in saved_model.iterdir():
         (corrupt / item.name).write_bytes(item.read_bytes())
     (corrupt / "model.safetensors").write_bytes((saved_model / "model.safetensors").read_bytes()[:100])
-    names = {"model": saved_model, "missing": tmp_path / "nope", "input": tmp_path / "in.txt",
-             "out": tmp_path / "out.npy", "tmp": tmp_path, "corrupt": corrupt}
+    names = {
+        "model": saved_model,
+        "missing": tmp_path / "nope",
+        "input": tmp_path / "in.txt",
+        "out": tmp_path / "out.npy",
+        "tmp": tmp_path,
+        "corrupt": corrupt,
+    }
     code, _, stderr = run(*[a.format(**names) for a in args])
     assert_user_error(code, stderr, *fragments)
     assert not (tmp_path / "out.npy").exists()
@@ -119,7 +127,9 @@ def test_convert_round_trip_and_dim(saved_model: Path, tmp_path: Path) -> None:
     assert code == 0 and staticsem.load(tmp_path / "q").dtype == "int8"
 
 
-@pytest.mark.parametrize("command", ["encode", "similarity", "neighbors", "analogy", "convert", "info", "distill"])
+@pytest.mark.parametrize(
+    "command", ["encode", "similarity", "neighbors", "analogy", "convert", "info", "distill"]
+)
 def test_every_command_has_help_with_example(command: str) -> None:
     code, stdout, _ = run(command, "--help")
     assert code == 0 and "Example" in stdout

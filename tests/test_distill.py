@@ -36,7 +36,9 @@ class FakeTeacher:
             raise KeyboardInterrupt
         self.calls += 1
         seeds = [int(hashlib.sha256(w.encode()).hexdigest()[:8], 16) for w in words]
-        return np.stack([np.random.default_rng(s).normal(size=self.hidden_size) for s in seeds]).astype(np.float32)
+        return np.stack([np.random.default_rng(s).normal(size=self.hidden_size) for s in seeds]).astype(
+            np.float32
+        )
 
 
 def test_distill_token_shapes_and_weights(subword_tokenizer: Tokenizer) -> None:
@@ -50,10 +52,18 @@ def test_distill_token_shapes_and_weights(subword_tokenizer: Tokenizer) -> None:
 def test_distill_token_resumes_after_interrupt(subword_tokenizer: Tokenizer, tmp_path: Path) -> None:
     reference = distill_token(FakeTeacher(subword_tokenizer), WORDS, dim=8, batch_size=3, show_progress=False)
     with pytest.raises(KeyboardInterrupt):
-        distill_token(FakeTeacher(subword_tokenizer, fail_after=2), WORDS, dim=8, batch_size=3,
-                      work_dir=tmp_path, show_progress=False)
+        distill_token(
+            FakeTeacher(subword_tokenizer, fail_after=2),
+            WORDS,
+            dim=8,
+            batch_size=3,
+            work_dir=tmp_path,
+            show_progress=False,
+        )
     resumed_teacher = FakeTeacher(subword_tokenizer)
-    resumed = distill_token(resumed_teacher, WORDS, dim=8, batch_size=3, work_dir=tmp_path, show_progress=False)
+    resumed = distill_token(
+        resumed_teacher, WORDS, dim=8, batch_size=3, work_dir=tmp_path, show_progress=False
+    )
     assert resumed_teacher.calls == 2  # 4 batches in all, 2 were saved before the interrupt
     np.testing.assert_allclose(resumed.vectors, reference.vectors, atol=1e-6)
     # a different vocabulary invalidates the saved chunks
@@ -79,7 +89,10 @@ def test_resolve_teacher(tmp_path: Path) -> None:
     path, local = resolve_teacher(None)
     assert local and (Path(path) / "modules.json").is_file()
     assert resolve_teacher(DEFAULT_TEACHER) == (path, True)
-    assert resolve_teacher("sentence-transformers/all-MiniLM-L6-v2") == ("sentence-transformers/all-MiniLM-L6-v2", False)
+    assert resolve_teacher("sentence-transformers/all-MiniLM-L6-v2") == (
+        "sentence-transformers/all-MiniLM-L6-v2",
+        False,
+    )
     assert resolve_teacher(path) == (path, True)
     (tmp_path / "empty").mkdir()
     with pytest.raises(InputError, match="not a Sentence Transformer folder"):
@@ -111,8 +124,20 @@ def test_real_teacher_vocabulary_tokens(teacher: Teacher) -> None:
 def test_cli_distill_end_to_end(tmp_path: Path) -> None:
     vocab = tmp_path / "words.txt"
     vocab.write_text("\n".join(WORDS) + "\n")
-    result = CliRunner().invoke(app, ["distill", "--out", str(tmp_path / "m"), "--vocabulary", str(vocab),
-                                      "--dim", "8", "--dtype", "float32"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "distill",
+            "--out",
+            str(tmp_path / "m"),
+            "--vocabulary",
+            str(vocab),
+            "--dim",
+            "8",
+            "--dtype",
+            "float32",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     model = staticsem.load(tmp_path / "m")
     assert len(model) == len(WORDS) and model.dim == 8 and model.dtype == "float32"

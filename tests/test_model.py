@@ -22,8 +22,9 @@ def manual_encode(model: StaticModel, words: list[str]) -> np.ndarray:
 def test_encode_is_normalised_mean_of_known_words(tiny_model: StaticModel) -> None:
     got = tiny_model.encode(["The cat, sat on the MAT!", "zzz the", ""])
     assert got.dtype == np.float32 and got.shape == (3, tiny_model.dim)
-    np.testing.assert_allclose(got[0], manual_encode(tiny_model, ["the", "cat", "sat", "on", "the", "mat"]),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        got[0], manual_encode(tiny_model, ["the", "cat", "sat", "on", "the", "mat"]), rtol=1e-5, atol=1e-6
+    )
     np.testing.assert_allclose(got[1], manual_encode(tiny_model, ["the"]), rtol=1e-5, atol=1e-6)
     assert not got[2].any()
 
@@ -57,8 +58,9 @@ def test_encode_rejects_non_strings(tiny_model: StaticModel) -> None:
         tiny_model.encode(["ok", 3])  # type: ignore[list-item]
 
 
-@pytest.mark.parametrize(("dtype", "scale"), [(DType.FLOAT16, Scale.ROW), (DType.INT8, Scale.ROW),
-                                              (DType.INT8, Scale.MODEL)])
+@pytest.mark.parametrize(
+    ("dtype", "scale"), [(DType.FLOAT16, Scale.ROW), (DType.INT8, Scale.ROW), (DType.INT8, Scale.MODEL)]
+)
 def test_quantised_storage_encodes_close(tiny_model: StaticModel, dtype: DType, scale: Scale) -> None:
     stored, scales = quantize(tiny_model.vectors, dtype, scale)
     if scales is not None and scales.size == 1:
@@ -67,12 +69,21 @@ def test_quantised_storage_encodes_close(tiny_model: StaticModel, dtype: DType, 
     texts = ["the cat sat", "a happy dog ran", "queen and king"]
     cosines = np.sum(small.encode(texts) * tiny_model.encode(texts), axis=1)
     assert cosines.min() > 0.99
-    assert np.abs(dequantize(stored, scales) - tiny_model.vectors).max() < 0.05 * np.abs(tiny_model.vectors).max()
+    assert (
+        np.abs(dequantize(stored, scales) - tiny_model.vectors).max()
+        < 0.05 * np.abs(tiny_model.vectors).max()
+    )
 
 
 def analogy_model() -> StaticModel:
-    base = {"man": [1, 0, 0, 0], "woman": [1, 1, 0, 0], "king": [1, 0, 1, 0], "queen": [1, 1, 1, 0],
-            "apple": [0, 0, 0, 1], "kings": [1, 0, 0.9, 0.1]}
+    base = {
+        "man": [1, 0, 0, 0],
+        "woman": [1, 1, 0, 0],
+        "king": [1, 0, 1, 0],
+        "queen": [1, 1, 1, 0],
+        "apple": [0, 0, 0, 1],
+        "kings": [1, 0, 0.9, 0.1],
+    }
     return StaticModel(list(base), np.array(list(base.values()), dtype=np.float32))
 
 
@@ -126,6 +137,8 @@ def test_constructor_validation(vocab: list[str], matrix: np.ndarray, message: s
 
 
 def test_encoding_never_imports_torch(saved_model: object) -> None:
-    code = ("import sys, staticsem; m = staticsem.load(sys.argv[1]); m.encode(['the cat sat']); "
-            "m.most_similar('cat'); assert 'torch' not in sys.modules, 'torch imported'")
+    code = (
+        "import sys, staticsem; m = staticsem.load(sys.argv[1]); m.encode(['the cat sat']); "
+        "m.most_similar('cat'); assert 'torch' not in sys.modules, 'torch imported'"
+    )
     subprocess.run([sys.executable, "-c", code, str(saved_model)], check=True)

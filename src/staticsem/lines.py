@@ -31,12 +31,10 @@ def read_lines(source: str, errors: Errors = Errors.STRICT) -> list[str]:
     name = "<stdin>" if source == "-" else source
     if source != "-" and not Path(source).is_file():
         raise InputError(f"{source}: input file is missing")
-    handle = sys.stdin.buffer if source == "-" else Path(source).open("rb")
-    try:
+    if source == "-":
+        return list(_decode(sys.stdin.buffer, name, errors))
+    with Path(source).open("rb") as handle:
         return list(_decode(handle, name, errors))
-    finally:
-        if handle is not sys.stdin.buffer:
-            handle.close()
 
 
 def _decode(handle: Iterator[bytes], name: str, errors: Errors) -> Iterator[str]:
@@ -46,8 +44,10 @@ def _decode(handle: Iterator[bytes], name: str, errors: Errors) -> Iterator[str]
         try:
             text = raw.decode("utf-8", errors=errors.value)
         except UnicodeDecodeError as exc:
-            raise InputError(f"{name}:{number}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                             f"{exc.start + 1}); pass --errors replace to substitute such bytes") from None
+            raise InputError(
+                f"{name}:{number}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                f"{exc.start + 1}); pass --errors replace to substitute such bytes"
+            ) from None
         yield text.replace("\0", " ")
 
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -74,16 +74,17 @@ class StaticModel:
             )
         if vectors.shape[1] == 0:
             raise ModelFormatError("the matrix has 0 dimensions")
+        if any(not isinstance(w, str) or not w for w in self.vocab):
+            raise ModelFormatError("vocabulary words must be non-empty strings")
         if len(set(self.vocab)) != len(self.vocab):
             seen: set[str] = set()
             dup = next(w for w in self.vocab if w in seen or seen.add(w))  # type: ignore[func-returns-value]
             raise ModelFormatError(f"vocabulary word {dup!r} occurs more than once")
-        if any(not isinstance(w, str) or not w for w in self.vocab):
-            raise ModelFormatError("vocabulary words must be non-empty strings")
         if vectors.dtype != np.int8 and not np.isfinite(vectors).all():
             row = int(np.flatnonzero(~np.isfinite(vectors).all(axis=1))[0])
-            raise ModelFormatError(f"the matrix holds NaN or infinite values (first in row {row}, "
-                                   f"word {self.vocab[row]!r})")
+            raise ModelFormatError(
+                f"the matrix holds NaN or infinite values (first in row {row}, word {self.vocab[row]!r})"
+            )
         if (self.scales is None) != (vectors.dtype != np.int8):
             raise ModelFormatError("int8 matrices need per-row scales, and only int8 matrices have them")
         if self.scales is not None and (
@@ -114,11 +115,6 @@ class StaticModel:
         return f"StaticModel(words={len(self)}, dim={self.dim}, dtype={self.dtype})"
 
     # ------------------------------------------------------------------ encoding
-    @overload
-    def encode(self, texts: str, **kwargs: Any) -> np.ndarray: ...
-    @overload
-    def encode(self, texts: Sequence[str], **kwargs: Any) -> np.ndarray: ...
-
     def encode(
         self,
         texts: str | Sequence[str],
@@ -148,7 +144,9 @@ class StaticModel:
         parts = list(self._map_batches(batches, workers, show_progress))
         return np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
 
-    def _map_batches(self, batches: list[list[str]], workers: int, show_progress: bool) -> Iterator[np.ndarray]:
+    def _map_batches(
+        self, batches: list[list[str]], workers: int, show_progress: bool
+    ) -> Iterator[np.ndarray]:
         if workers > 1 and len(batches) > 1:
             ctx = get_context("fork")
             with ProcessPoolExecutor(
@@ -240,8 +238,13 @@ class StaticModel:
         if not 1 <= dim <= self.dim:
             raise InputError(f"cannot truncate {self.dim} dimensions to {dim}")
         meta = {**self.metadata, "truncated_from": self.dim}
-        return StaticModel(self.vocab, np.ascontiguousarray(self.vectors[:, :dim]), scales=self.scales,
-                           tokenizer=self.tokenizer, metadata=meta)
+        return StaticModel(
+            self.vocab,
+            np.ascontiguousarray(self.vectors[:, :dim]),
+            scales=self.scales,
+            tokenizer=self.tokenizer,
+            metadata=meta,
+        )
 
     def save(self, path: str | Path, **options: Any) -> Path:
         """Save in staticsem's folder format (see ``staticsem.io.native.save`` for options)."""

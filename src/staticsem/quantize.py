@@ -33,6 +33,15 @@ def parse_dtype(value: str | DType) -> DType:
         raise InputError(f"unknown dtype {value!r}; choose one of {choices}") from None
 
 
+def parse_scale(value: str | Scale) -> Scale:
+    """Convert a user string to ``Scale`` with a readable error."""
+    try:
+        return Scale(value)
+    except ValueError:
+        choices = ", ".join(s.value for s in Scale)
+        raise InputError(f"unknown int8 scale {value!r}; choose one of {choices}") from None
+
+
 def quantize(
     matrix: np.ndarray, dtype: DType, scale: Scale = Scale.ROW
 ) -> tuple[np.ndarray, np.ndarray | None]:
@@ -41,6 +50,9 @@ def quantize(
     if dtype is DType.FLOAT32:
         return matrix, None
     if dtype is DType.FLOAT16:
+        largest = float(np.abs(matrix).max()) if matrix.size else 0.0
+        if largest > float(np.finfo(np.float16).max):
+            raise InputError(f"values up to {largest:.6g} do not fit in float16 (max 65504); use float32")
         return matrix.astype(np.float16), None
     if scale is Scale.ROW:
         peak = np.abs(matrix).max(axis=1) if matrix.size else np.zeros(len(matrix), np.float32)

@@ -23,7 +23,9 @@ _CACHE_LIMIT = 2_000_000
 
 
 def _char_class(ranges: tuple[tuple[int, int], ...]) -> str:
-    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+    return "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges
+    )
 
 
 @lru_cache(maxsize=1)

@@ -44,7 +44,9 @@ def distill(
     try:
         method = Method(method)
     except ValueError:
-        raise InputError(f"unknown method {method!r}; choose one of {', '.join(m.value for m in Method)}") from None
+        raise InputError(
+            f"unknown method {method!r}; choose one of {', '.join(m.value for m in Method)}"
+        ) from None
     if dim < 1 or (vocab_size is not None and vocab_size < 1) or batch_size < 1:
         raise InputError("dim, vocab_size and batch_size must be positive")
     from staticsem.distill.teacher import Teacher
@@ -57,8 +59,16 @@ def distill(
     if words is None:
         words = model_teacher.vocabulary_tokens()[:vocab_size]
     work_dir = Path(out).parent / f".{Path(out).name}.work" if out is not None else None
-    model = distill_token(model_teacher, words, dim=dim, sif=sif, batch_size=batch_size, work_dir=work_dir,
-                          seed=seed, show_progress=show_progress)
+    model = distill_token(
+        model_teacher,
+        words,
+        dim=dim,
+        sif=sif,
+        batch_size=batch_size,
+        work_dir=work_dir,
+        seed=seed,
+        show_progress=show_progress,
+    )
     model.metadata["settings"]["vocabulary"] = str(vocabulary) if vocabulary else "teacher tokens"
     model.metadata["seconds"] = round(time.perf_counter() - started, 1)
     if out is not None:

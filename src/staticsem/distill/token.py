@@ -30,7 +30,9 @@ def zipf_weights(count: int, sif: float) -> np.ndarray:
 def reduce_dims(matrix: np.ndarray, dim: int, seed: int) -> np.ndarray:
     """PCA to ``dim`` components (capped by the matrix's rank); rows stay uncentred in scale."""
     dim = min(dim, matrix.shape[1], matrix.shape[0])
-    return PCA(n_components=dim, svd_solver="full", random_state=seed).fit_transform(matrix).astype(np.float32)
+    return (
+        PCA(n_components=dim, svd_solver="full", random_state=seed).fit_transform(matrix).astype(np.float32)
+    )
 
 
 def distill_token(
@@ -52,7 +54,10 @@ def distill_token(
         key = fingerprint({"method": "token", "teacher": teacher.id, "batch": batch_size}, words)
         store = ChunkStore(work_dir / "token-states", key)
     raw = np.zeros((len(words), teacher.hidden_size), dtype=np.float32)
-    for index, chunk in enumerate(tqdm(chunks, desc="teacher passes", unit="batch", disable=not show_progress)):
+    for index, chunk in enumerate(
+        tqdm(chunks, desc="teacher passes", unit="batch", disable=not show_progress)
+    ):
+
         def make(chunk: list[int] = chunk) -> np.ndarray:
             return teacher.embed_alone([words[i] for i in chunk])
 
@@ -60,6 +65,10 @@ def distill_token(
     vectors = reduce_dims(raw, dim, seed)
     if sif is not None:
         vectors *= zipf_weights(len(words), sif)[:, None]
-    metadata = {"method": "token", "teacher": teacher.id, "teacher_dim": int(raw.shape[1]),
-                "settings": {"dim": int(vectors.shape[1]), "sif": sif, "seed": seed, "words": len(words)}}
+    metadata = {
+        "method": "token",
+        "teacher": teacher.id,
+        "teacher_dim": int(raw.shape[1]),
+        "settings": {"dim": int(vectors.shape[1]), "sif": sif, "seed": seed, "words": len(words)},
+    }
     return StaticModel(words, vectors, tokenizer=teacher.subword_tokenizer, metadata=metadata)

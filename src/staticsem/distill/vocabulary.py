@@ -38,7 +38,9 @@ def read_word_list(path: Path, limit: int | None = None) -> list[str]:
             if limit is not None and len(words) >= limit:
                 break
     if skipped:
-        logger.warning("%s: skipped %d entries that are not single words (punctuation or spaces)", path, skipped)
+        logger.warning(
+            "%s: skipped %d entries that are not single words (punctuation or spaces)", path, skipped
+        )
     if not words:
         raise InputError(f"{path}: holds no usable words")
     return words

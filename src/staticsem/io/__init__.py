@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from staticsem.errors import InputError, ModelFormatError
-from staticsem.io import hf, native, vectors
+from staticsem.io import common, hf, native, vectors
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
@@ -30,17 +30,24 @@ def parse_format(value: str | Format) -> Format:
     try:
         return Format(value)
     except ValueError:
-        raise InputError(f"unknown format {value!r}; choose one of {', '.join(f.value for f in Format)}") from None
+        raise InputError(
+            f"unknown format {value!r}; choose one of {', '.join(f.value for f in Format)}"
+        ) from None
 
 
-def detect(path: Path) -> Format:
+def detect(path: str | Path) -> Format:
     """Which format ``path`` holds.
 
     :raises ModelFormatError: when the path is missing or holds nothing staticsem reads.
     """
+    path = Path(path)
     if path.is_dir():
+        if (path / "config.json").is_file():
+            common.read_json(path / "config.json")  # raises naming the file when it is not valid JSON
         if native.is_native(path):
             return Format.STATICSEM
+        if (path / "modules.json").is_file():
+            hf.static_module_path(path)  # raises for transformer models, even beside model2vec-like files
         if (path / "config_sentence_transformers.json").is_file() or (
             (path / "modules.json").is_file() and not hf.is_model2vec(path)
         ):
@@ -48,7 +55,9 @@ def detect(path: Path) -> Format:
             return Format.SENTENCE_TRANSFORMERS
         if hf.is_model2vec(path):
             return Format.MODEL2VEC
-        raise ModelFormatError(f"{path}: folder holds no model staticsem reads (no config.json/model.safetensors)")
+        raise ModelFormatError(
+            f"{path}: folder holds no model staticsem reads (no config.json/model.safetensors)"
+        )
     if not path.exists():
         raise ModelFormatError(f"{path}: no such file or folder")
     kind = vectors.sniff(path)
@@ -74,7 +83,9 @@ def load(path: str | Path, *, dim: int | None = None, format: Format | str | Non
     return model if dim is None or dim == model.dim else model.truncate(dim)
 
 
-def export(model: StaticModel, path: str | Path, format: Format | str = Format.STATICSEM, **options: Any) -> Path:
+def export(
+    model: StaticModel, path: str | Path, format: Format | str = Format.STATICSEM, **options: Any
+) -> Path:
     """Write ``model`` to ``path`` in ``format`` (options go to the staticsem writer: dtype, scale)."""
     path, fmt = Path(path), parse_format(format)
     if options and fmt is not Format.STATICSEM:

@@ -11,20 +11,44 @@ from pathlib import Path
 
 from staticsem.errors import InputError
 
-# Files whose presence marks a folder as a model folder we may replace.
-_MODEL_MARKERS = ("config.json", "modules.json", "model.safetensors")
+# Files whose presence marks a folder as a model folder we may replace (a config.json alone is too
+# common in other folders: replacing such a folder would delete it).
+_MODEL_MARKERS = ("modules.json", "model.safetensors")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _publish(path: Path) -> None:
+    """Give a temporary file (or a folder and its files) the permissions a plain ``open`` would."""
+    mask = _umask()
+    if path.is_dir():
+        os.chmod(path, 0o777 & ~mask)
+        for item in path.rglob("*"):
+            os.chmod(item, (0o777 if item.is_dir() else 0o666) & ~mask)
+    else:
+        os.chmod(path, 0o666 & ~mask)
 
 
 @contextlib.contextmanager
 def atomic_file(dest: Path) -> Iterator[Path]:
-    """Yield a temporary path; on success it replaces ``dest``, on error it is removed."""
+    """Yield a temporary path; on success it replaces ``dest``, on error it is removed.
+
+    :raises InputError: when ``dest`` is a folder.
+    """
     dest = Path(dest)
+    if dest.is_dir():
+        raise InputError(f"{dest} is a folder; give a file name to write to")
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         yield tmp
+        _publish(tmp)
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
@@ -45,6 +69,7 @@ def atomic_folder(dest: Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:
         yield tmp
+        _publish(tmp)
         old = None
         if dest.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".old", dir=dest.parent))

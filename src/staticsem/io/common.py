@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,17 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 
 from staticsem.errors import ModelFormatError
+
+
+@contextlib.contextmanager
+def naming(path: Path) -> Iterator[None]:
+    """Prefix ``path`` to a ``ModelFormatError`` raised inside (the model constructor knows no file)."""
+    try:
+        yield
+    except ModelFormatError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise ModelFormatError(f"{path}: {exc}") from None
 
 
 def require_file(path: Path) -> Path:

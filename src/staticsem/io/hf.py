@@ -20,7 +20,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from staticsem.errors import ModelFormatError
 from staticsem.io.atomic import atomic_folder
-from staticsem.io.common import read_json, read_safetensors, read_tokenizer
+from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
 from staticsem.quantize import dequantize
 
 if TYPE_CHECKING:
@@ -47,8 +47,10 @@ def static_module_path(path: Path) -> Path | None:
         if isinstance(module, dict) and str(module.get("type", "")).endswith("StaticEmbedding"):
             return path / str(module.get("path", "")).strip("./")
     kinds = ", ".join(str(m.get("type", "?")).rsplit(".", 1)[-1] for m in modules if isinstance(m, dict))
-    raise ModelFormatError(f"{path}: a Sentence Transformer without a static embedding ({kinds}); "
-                           "make a static model from it with `staticsem distill --teacher`")
+    raise ModelFormatError(
+        f"{path}: a Sentence Transformer without a static embedding ({kinds}); "
+        "make a static model from it with `staticsem distill --teacher`"
+    )
 
 
 def _read(folder: Path, tensor_dir: Path, source: str) -> StaticModel:
@@ -58,15 +60,21 @@ def _read(folder: Path, tensor_dir: Path, source: str) -> StaticModel:
     tensors = read_safetensors(tensor_dir / "model.safetensors")
     matrix = tensors.get("embedding.weight", tensors.get("embeddings"))
     if matrix is None:
-        raise ModelFormatError(f"{tensor_dir / 'model.safetensors'}: no 'embeddings' or 'embedding.weight' tensor")
+        raise ModelFormatError(
+            f"{tensor_dir / 'model.safetensors'}: no 'embeddings' or 'embedding.weight' tensor"
+        )
     if "mapping" in tensors:
         matrix = matrix[tensors["mapping"]]
     if "weights" in tensors:
         matrix = matrix.astype(np.float32) * tensors["weights"][:, None]
+    if matrix.dtype not in (np.float32, np.float16):
+        matrix = matrix.astype(np.float32)  # model2vec also stores float64, and int8 with one unsaved scale
     by_id = sorted(tokenizer.get_vocab(with_added_tokens=True).items(), key=lambda item: item[1])
     vocab = [token for token, _ in by_id]
     if len(vocab) != len(matrix) or [i for _, i in by_id] != list(range(len(vocab))):
-        raise ModelFormatError(f"{folder}: tokenizer has {len(vocab)} tokens but the matrix has {len(matrix)} rows")
+        raise ModelFormatError(
+            f"{folder}: tokenizer has {len(vocab)} tokens but the matrix has {len(matrix)} rows"
+        )
     subword = folder / SUBWORD_FILE
     keep = [i for i, token in enumerate(vocab) if token]
     unk = getattr(tokenizer.model, "unk_token", None)
@@ -75,10 +83,17 @@ def _read(folder: Path, tensor_dir: Path, source: str) -> StaticModel:
         if not np.any(matrix[row]):
             keep.remove(row)  # the zero row our exports append
     config = read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    extra = config.get("staticsem_metadata") or {}
+    if not isinstance(extra, dict):
+        raise ModelFormatError(f"{folder / 'config.json'}: 'staticsem_metadata' must be a JSON object")
     fallback = read_tokenizer(subword) if subword.is_file() else tokenizer
-    return StaticModel([vocab[i] for i in keep], np.ascontiguousarray(matrix[keep]), tokenizer=fallback,
-                       metadata={"source": str(folder), "imported_from": source,
-                                 **(config.get("staticsem_metadata") or {})})
+    with naming(folder):
+        return StaticModel(
+            [vocab[i] for i in keep],
+            np.ascontiguousarray(matrix[keep]),
+            tokenizer=fallback,
+            metadata={"source": str(folder), "imported_from": source, **extra},
+        )
 
 
 def read_model2vec(path: Path) -> StaticModel:
@@ -96,7 +111,9 @@ def read_sentence_transformers(path: Path) -> StaticModel:
 
 def word_tokenizer(vocab: list[str]) -> Tokenizer:
     """A word-level tokenizer reproducing our splitting; ``[UNK]`` gets id ``len(vocab)``."""
-    tokenizer = Tokenizer(models.WordLevel({**{w: i for i, w in enumerate(vocab)}, UNK: len(vocab)}, unk_token=UNK))
+    tokenizer = Tokenizer(
+        models.WordLevel({**{w: i for i, w in enumerate(vocab)}, UNK: len(vocab)}, unk_token=UNK)
+    )
     if all(w == w.lower() for w in vocab):
         tokenizer.normalizer = normalizers.Lowercase()
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
@@ -141,10 +158,18 @@ def write_model2vec(model: StaticModel, path: Path) -> Path:
         save_file({"embeddings": matrix}, str(tmp / "model.safetensors"))
         _write_common(model, tmp, tokenizer, tmp)
         _dump(tmp / "config.json", config)
-        _dump(tmp / "modules.json", [
-            {"idx": 0, "name": "0", "path": ".", "type": "sentence_transformers.models.StaticEmbedding"},
-            {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.models.Normalize"},
-        ])
+        _dump(
+            tmp / "modules.json",
+            [
+                {"idx": 0, "name": "0", "path": ".", "type": "sentence_transformers.models.StaticEmbedding"},
+                {
+                    "idx": 1,
+                    "name": "1",
+                    "path": "1_Normalize",
+                    "type": "sentence_transformers.models.Normalize",
+                },
+            ],
+        )
     return path
 
 
@@ -155,11 +180,20 @@ def write_sentence_transformers(model: StaticModel, path: Path) -> Path:
         save_file({"embedding.weight": matrix}, str(tmp / "model.safetensors"))
         _write_common(model, tmp, tokenizer, tmp)
         _dump(tmp / "config.json", {"staticsem_metadata": model.metadata})
-        _dump(tmp / "config_sentence_transformers.json",
-              {"model_type": "SentenceTransformer", "prompts": {}, "default_prompt_name": None,
-               "similarity_fn_name": "cosine"})
-        _dump(tmp / "modules.json", [
-            {"idx": 0, "name": "0", "path": "", "type": _ST_STATIC},
-            {"idx": 1, "name": "1", "path": "1_Normalize", "type": _ST_NORMALIZE},
-        ])
+        _dump(
+            tmp / "config_sentence_transformers.json",
+            {
+                "model_type": "SentenceTransformer",
+                "prompts": {},
+                "default_prompt_name": None,
+                "similarity_fn_name": "cosine",
+            },
+        )
+        _dump(
+            tmp / "modules.json",
+            [
+                {"idx": 0, "name": "0", "path": "", "type": _ST_STATIC},
+                {"idx": 1, "name": "1", "path": "1_Normalize", "type": _ST_NORMALIZE},
+            ],
+        )
     return path

@@ -1,4 +1,4 @@
-"""staticsem's own folder: ``model.safetensors`` + ``vocab.json`` + optional ``tokenizer.json`` + ``config.json``."""
+"""staticsem's own folder: safetensors + ``vocab.json`` + optional ``tokenizer.json`` + ``config.json``."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from safetensors.numpy import save_file
 
+from staticsem.errors import ModelFormatError
 from staticsem.io.atomic import atomic_folder
-from staticsem.io.common import read_json, read_safetensors, read_tokenizer
-from staticsem.quantize import DType, Scale, dequantize, quantize
+from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
+from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
 from staticsem.version import __version__
 
 if TYPE_CHECKING:
@@ -40,7 +41,9 @@ def save(
     scale: Scale | str = Scale.ROW,
 ) -> Path:
     """Write ``model`` atomically to folder ``path`` with the matrix stored as ``dtype``."""
-    dtype, scale = DType(dtype), Scale(scale)
+    dtype, scale = parse_dtype(dtype), parse_scale(scale)
+    stored: np.ndarray
+    scales: np.ndarray | None
     if dtype is DType.INT8 and model.scales is not None and scale is Scale.ROW:
         stored, scales = model.vectors, model.scales
     else:
@@ -81,8 +84,13 @@ def load(path: Path) -> StaticModel:
     vocab = read_json(path / "vocab.json", expect=list)
     tensors = read_safetensors(path / "model.safetensors", required=("embeddings",))
     tokenizer = read_tokenizer(path / "tokenizer.json") if config.get("has_tokenizer") else None
+    metadata = config.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ModelFormatError(f"{path / 'config.json'}: 'metadata' must be a JSON object")
     scales = tensors.get("scales")
     if scales is not None and scales.size == 1:
         scales = np.full(len(vocab), float(scales.reshape(-1)[0]), dtype=np.float32)
-    return StaticModel(vocab, tensors["embeddings"], scales=scales, tokenizer=tokenizer,
-                       metadata=config.get("metadata") or {})
+    with naming(path):
+        return StaticModel(
+            vocab, tensors["embeddings"], scales=scales, tokenizer=tokenizer, metadata=metadata
+        )

@@ -6,16 +6,19 @@ Files may be gzip-compressed (``.gz``). Duplicate words keep their first vector,
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import logging
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
 
 import numpy as np
 
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.io.atomic import atomic_file
+from staticsem.io.common import naming
 from staticsem.quantize import dequantize
 
 if TYPE_CHECKING:
@@ -23,12 +26,19 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 FASTTEXT_BIN_MAGIC = (793712314).to_bytes(4, "little")
+_SNIFF_BYTES = 4096
 
 
-def _open(path: Path) -> IO[bytes]:
+@contextlib.contextmanager
+def _open(path: Path) -> Iterator[IO[bytes]]:
+    """Open a plain or gzip file, turning read errors (bad or truncated gzip data) into ModelFormatError."""
     if not path.is_file():
         raise ModelFormatError(f"{path}: file is missing")
-    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+    try:
+        with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as handle:
+            yield cast(IO[bytes], handle)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ModelFormatError(f"{path}: cannot read the file ({exc})") from None
 
 
 def _header(line: bytes) -> tuple[int, int] | None:
@@ -41,7 +51,7 @@ def _header(line: bytes) -> tuple[int, int] | None:
 def sniff(path: Path) -> str:
     """Which vector format a file holds: ``word2vec``, ``word2vec-binary`` or ``glove``."""
     with _open(path) as handle:
-        head = handle.read(4096)
+        head = handle.read(_SNIFF_BYTES)
     if head.startswith(FASTTEXT_BIN_MAGIC):
         raise ModelFormatError(f"{path}: fastText .bin models are not supported; load the .vec file instead")
     first = head.split(b"\n", 1)[0]
@@ -55,8 +65,22 @@ def sniff(path: Path) -> str:
         body.decode("utf-8")
         text = b"\0" not in body
     except UnicodeDecodeError as exc:
-        text = exc.start > len(body) - 4  # a multi-byte character cut by the 4 KiB window
+        cut = len(head) == _SNIFF_BYTES and exc.start > len(body) - 4  # a character cut by the window
+        text = cut or _numbers_follow_word(body, header[1])  # or a non-UTF-8 word in a text file
     return "word2vec" if text else "word2vec-binary"
+
+
+def _numbers_follow_word(body: bytes, dim: int) -> bool:
+    """True when the first row of ``body`` is a word and ``dim`` numbers (as text, not float32 bytes)."""
+    row, newline, _ = body.partition(b"\n")
+    values = row.split()[1:] if newline else row.split()[1:-1]  # an unfinished row may end mid-number
+    if not values or (newline and len(values) != dim):
+        return False
+    try:
+        [float(v) for v in values]
+    except ValueError:
+        return False
+    return True
 
 
 def _decode(word: bytes, path: Path, where: str) -> str:
@@ -86,11 +110,16 @@ def _collect(path: Path, rows: Iterator[tuple[str, np.ndarray]], expected: int |
         raise ModelFormatError(f"{path}: holds no vectors")
     read = len(vectors) + skipped
     if expected is not None and read != expected:
-        raise ModelFormatError(f"{path}: header announces {expected} words but the file holds {read} (truncated?)")
-    return StaticModel(vocab, np.stack(vectors), metadata={"source": str(path)})
+        raise ModelFormatError(
+            f"{path}: header announces {expected} words but the file holds {read} (truncated?)"
+        )
+    with naming(path):
+        return StaticModel(vocab, np.stack(vectors), metadata={"source": str(path)})
 
 
-def _text_rows(path: Path, handle: IO[bytes], dim: int | None, start: int) -> Iterator[tuple[str, np.ndarray]]:
+def _text_rows(
+    path: Path, handle: IO[bytes], dim: int | None, start: int
+) -> Iterator[tuple[str, np.ndarray]]:
     for number, raw in enumerate(handle, start=start):
         parts = raw.rstrip(b"\r\n").split(b" ")
         parts = [p for p in parts if p] if b"" in parts else parts
@@ -98,7 +127,9 @@ def _text_rows(path: Path, handle: IO[bytes], dim: int | None, start: int) -> It
             continue
         dim = dim or len(parts) - 1
         if len(parts) - 1 != dim:
-            raise ModelFormatError(f"{path}:{number}: expected a word and {dim} values, got {len(parts) - 1} values")
+            raise ModelFormatError(
+                f"{path}:{number}: expected a word and {dim} values, got {len(parts) - 1} values"
+            )
         word = _decode(parts[0], path, str(number))
         try:
             yield word, np.array(parts[1:], dtype=np.float32)
@@ -132,8 +163,9 @@ def _binary_rows(path: Path, handle: IO[bytes], count: int, dim: int) -> Iterato
                 word += char
         data = handle.read(width)
         if len(data) != width:
-            raise ModelFormatError(f"{path}: file ends inside the vector of word {index + 1} of {count} "
-                                   "(truncated?)")
+            raise ModelFormatError(
+                f"{path}: file ends inside the vector of word {index + 1} of {count} (truncated?)"
+            )
         yield _decode(bytes(word), path, f"word {index + 1}"), np.frombuffer(data, dtype="<f4").copy()
 
 
@@ -152,12 +184,12 @@ def write(model: StaticModel, path: Path, kind: str) -> Path:
     if bad is not None:
         raise InputError(f"word {bad!r} contains whitespace, which {kind} files cannot hold")
     matrix = dequantize(model.vectors, model.scales)
-    with atomic_file(path) as tmp, (gzip.open(tmp, "wb") if path.suffix == ".gz" else tmp.open("wb")) as out:
+    with atomic_file(path) as tmp, gzip.open(tmp, "wb") if path.suffix == ".gz" else tmp.open("wb") as out:
         if kind != "glove":
             out.write(f"{len(model)} {model.dim}\n".encode())
-        for word, vector in zip(model.vocab, matrix):
+        for word, vector in zip(model.vocab, matrix, strict=True):
             if kind == "word2vec-binary":
                 out.write(word.encode("utf-8") + b" " + vector.astype("<f4").tobytes() + b"\n")
             else:
-                out.write((word + " " + " ".join(f"{x:.8g}" for x in vector) + "\n").encode("utf-8"))
+                out.write((word + " " + " ".join(f"{x:.9g}" for x in vector) + "\n").encode("utf-8"))
     return path
