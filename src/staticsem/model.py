@@ -158,22 +158,33 @@ class StaticModel:
             yield from _progress(map(self._encode_batch, batches), len(batches), show_progress)
 
     def _encode_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalised sums of each text's known word rows.
+
+        Texts with the same number of known words are summed together as one (texts, words, dim)
+        block: contiguous adds with float16/int8 cast on the fly, no batch-wide float32 copy.
+        """
         flat, lengths = self._lookup.ids(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        sums = np.zeros((len(texts), self.dim), dtype=np.float32)
         known = flat != UNKNOWN
         if not known.any():
-            return out
-        ids = flat[known]
+            return sums
         owner = np.repeat(np.arange(len(texts)), lengths)[known]
+        row_ids = flat[known]
         counts = np.bincount(owner, minlength=len(texts))
-        filled = np.flatnonzero(counts)
-        starts = np.zeros(len(filled), dtype=np.int64)
-        np.cumsum(counts[filled][:-1], out=starts[1:])
-        rows = dequantize(self.vectors[ids], None if self.scales is None else self.scales[ids])
-        sums = np.add.reduceat(rows, starts, axis=0)
+        starts = np.zeros(len(texts), dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        order = np.argsort(counts, kind="stable")
+        for group in np.split(order, np.flatnonzero(np.diff(counts[order])) + 1):
+            size = int(counts[group[0]])
+            if size == 0:
+                continue
+            block_ids = row_ids[starts[group][:, None] + np.arange(size)]
+            block = self.vectors[block_ids]
+            if self.scales is not None:
+                block = block.astype(np.float32) * self.scales[block_ids][..., None]
+            sums[group] = block.sum(axis=1, dtype=np.float32)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        out[filled] = sums / np.maximum(norms, np.finfo(np.float32).tiny)
-        return out
+        return sums / np.maximum(norms, np.finfo(np.float32).tiny)
 
     def similarity(self, text_a: str, text_b: str) -> float:
         """Cosine similarity of two texts' embeddings (0.0 if either has no known word)."""

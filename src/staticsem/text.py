@@ -9,6 +9,7 @@ is used. Resolved words are cached, so each distinct word is resolved once.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -74,14 +75,16 @@ class WordLookup:
         """Flat row ids (``UNKNOWN`` included) and the number of words of each text."""
         findall = word_pattern().findall
         cache = self._cache
+        get = cache.get
         resolve = self.resolve
         chunks: list[list[int]] = []
+        append = chunks.append
         for text in texts:
             words = findall(text)
             try:
-                chunks.append([cache[w] for w in words])
-            except KeyError:
-                chunks.append([resolve(w) for w in words])
-        lengths = np.fromiter((len(c) for c in chunks), dtype=np.int64, count=len(chunks))
-        flat = np.fromiter((i for c in chunks for i in c), dtype=np.int64, count=int(lengths.sum()))
+                append([cache[w] for w in words])
+            except KeyError:  # only the uncached words go through the slower rule
+                append([row if (row := get(w)) is not None else resolve(w) for w in words])
+        lengths = np.fromiter(map(len, chunks), dtype=np.int64, count=len(chunks))
+        flat = np.fromiter(itertools.chain.from_iterable(chunks), dtype=np.int64, count=int(lengths.sum()))
         return flat, lengths
