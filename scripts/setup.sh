@@ -10,4 +10,4 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q "torch==2.13.0" 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q -e ".[distill,dev]" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -c "import torch, staticsem, staticsem.distill; print('staticsem', staticsem.__version__, '| torch', torch.__version__)"
+.venv/bin/python -c "import torch, staticsem, staticsem.distillation; print('staticsem', staticsem.__version__, '| torch', torch.__version__)"

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 import staticsem
 from staticsem.cli import app
-from staticsem.distill.teacher import DEFAULT_TEACHER, Teacher, resolve_teacher
-from staticsem.distill.token import distill_token, zipf_weights
-from staticsem.distill.vocabulary import read_word_list
+from staticsem.distillation.teacher import DEFAULT_TEACHER, Teacher, resolve_teacher
+from staticsem.distillation.token import distill_token, zipf_weights
+from staticsem.distillation.vocabulary import read_word_list
 from staticsem.errors import InputError
 
 WORDS = ["the", "cat", "dog", "tax", "law", "kitten", "puppy", "money", "court", "house", "tree", "bank"]
@@ -128,6 +128,8 @@ def test_cli_distill_end_to_end(tmp_path: Path) -> None:
         app,
         [
             "distill",
+            "--method",
+            "token",
             "--out",
             str(tmp_path / "m"),
             "--vocabulary",

@@ -142,3 +142,11 @@ def test_encoding_never_imports_torch(saved_model: object) -> None:
         "m.most_similar('cat'); assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code, str(saved_model)], check=True)
+
+
+def test_encode_without_normalisation_is_the_plain_mean(tiny_model: StaticModel) -> None:
+    got = tiny_model.encode(["the cat zzz", ""], normalize=False)
+    np.testing.assert_allclose(
+        got[0], (tiny_model.word_vector("the") + tiny_model.word_vector("cat")) / 2, rtol=1e-5
+    )
+    assert not got[1].any()

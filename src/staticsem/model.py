@@ -23,9 +23,9 @@ _STORED_DTYPES = (np.float32, np.float16, np.int8)
 _worker_model: StaticModel | None = None
 
 
-def _worker_encode(texts: list[str]) -> np.ndarray:
+def _worker_encode(batch: tuple[list[str], bool]) -> np.ndarray:
     assert _worker_model is not None
-    return _worker_model._encode_batch(texts)
+    return _worker_model._encode_batch(*batch)
 
 
 def _set_worker_model(model: StaticModel) -> None:
@@ -122,6 +122,7 @@ class StaticModel:
         batch_size: int = 4096,
         workers: int = 1,
         show_progress: bool = False,
+        normalize: bool = True,
     ) -> np.ndarray:
         """Encode texts to L2-normalised float32 rows (a zero row where no word is known).
 
@@ -129,9 +130,10 @@ class StaticModel:
         :param batch_size: texts handled per vectorised step.
         :param workers: processes to use for large inputs (``0`` means all cores).
         :param show_progress: show a progress bar.
+        :param normalize: ``False`` gives the plain mean of the word vectors.
         """
         if isinstance(texts, str):
-            return self.encode([texts], batch_size=batch_size)[0]
+            return self.encode([texts], batch_size=batch_size, normalize=normalize)[0]
         if batch_size < 1:
             raise InputError(f"batch_size must be positive, got {batch_size}")
         texts = list(texts)
@@ -140,12 +142,12 @@ class StaticModel:
             raise InputError(f"text {bad} is a {type(texts[bad]).__name__}, not a str")
         if workers == 0:
             workers = os.cpu_count() or 1
-        batches = [texts[i : i + batch_size] for i in range(0, len(texts), batch_size)]
+        batches = [(texts[i : i + batch_size], normalize) for i in range(0, len(texts), batch_size)]
         parts = list(self._map_batches(batches, workers, show_progress))
         return np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
 
     def _map_batches(
-        self, batches: list[list[str]], workers: int, show_progress: bool
+        self, batches: list[tuple[list[str], bool]], workers: int, show_progress: bool
     ) -> Iterator[np.ndarray]:
         if workers > 1 and len(batches) > 1:
             ctx = get_context("fork")
@@ -155,10 +157,10 @@ class StaticModel:
                 results: Iterator[np.ndarray] = pool.map(_worker_encode, batches)
                 yield from _progress(results, len(batches), show_progress)
         else:
-            yield from _progress(map(self._encode_batch, batches), len(batches), show_progress)
+            yield from _progress((self._encode_batch(*b) for b in batches), len(batches), show_progress)
 
-    def _encode_batch(self, texts: Sequence[str]) -> np.ndarray:
-        """Normalised sums of each text's known word rows.
+    def _encode_batch(self, texts: Sequence[str], normalize: bool = True) -> np.ndarray:
+        """Normalised sums (or means) of each text's known word rows.
 
         Texts with the same number of known words are summed together as one (texts, words, dim)
         block: contiguous adds with float16/int8 cast on the fly, no batch-wide float32 copy.
@@ -183,6 +185,8 @@ class StaticModel:
             if self.scales is not None:
                 block = block.astype(np.float32) * self.scales[block_ids][..., None]
             sums[group] = block.sum(axis=1, dtype=np.float32)
+        if not normalize:
+            return sums / np.maximum(counts, 1)[:, None].astype(np.float32)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         return sums / np.maximum(norms, np.finfo(np.float32).tiny)
 

@@ -7,10 +7,10 @@ from importlib.util import find_spec
 _MISSING = [name for name in ("torch", "sentence_transformers", "sklearn") if find_spec(name) is None]
 if _MISSING:
     raise ImportError(
-        f"staticsem.distill needs {', '.join(_MISSING)}: install torch==2.13.0 (or your own build) first, "
+        f"staticsem.distillation needs {', '.join(_MISSING)}: install torch==2.13.0 (or your own build), "
         "then `pip install 'staticsem[distill]'`"
     )
 
-from staticsem.distill.api import Method, distill  # noqa: E402
+from staticsem.distillation.api import Method, distill  # noqa: E402
 
 __all__ = ["Method", "distill"]

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,16 @@ def _quiet_transformers() -> Iterator[None]:
         yield
     finally:
         hf_logging.set_verbosity(level)
+
+
+@dataclass
+class TeacherBatch:
+    """What one teacher pass over a batch of texts yields."""
+
+    states: torch.Tensor  # B × T × H last-layer states
+    own: torch.Tensor  # B × T, True at the texts' own (non-special, non-padding) tokens
+    offsets: torch.Tensor  # B × T × 2 character offsets of each token in its text
+    sentence: torch.Tensor  # B × D the teacher's L2-normalised sentence embeddings
 
 
 class Teacher:
@@ -99,6 +110,33 @@ class Teacher:
         by_id = sorted(self.tokenizer.get_vocab().items(), key=lambda item: item[1])
         words = [t for t, _ in by_id if t not in special and not t.startswith("##") and split_words(t) == [t]]
         return [w for w in words if not (w.startswith("[") and w.endswith("]"))]
+
+    @property
+    def lowercases(self) -> bool:
+        """True when the teacher's tokenizer lower-cases its input (then so does the vocabulary)."""
+        return bool(self.tokenizer.tokenize("Hello World") == self.tokenizer.tokenize("hello world"))
+
+    @torch.inference_mode()
+    def forward(self, texts: Sequence[str]) -> TeacherBatch:
+        """One teacher pass: last-layer states, token offsets and the teacher's own sentence embeddings."""
+        batch = self.tokenizer(
+            list(texts),
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+            return_offsets_mapping=True,
+            return_special_tokens_mask=True,
+        )
+        offsets = batch.pop("offset_mapping")
+        special = batch.pop("special_tokens_mask").bool()
+        states = self.transformer(**batch).last_hidden_state
+        features: dict[str, Any] = {**batch, "token_embeddings": states}
+        for module in list(self.model)[1:]:  # the teacher's own pooling (and normalisation) modules
+            features = module(features)
+        sentence = torch.nn.functional.normalize(features["sentence_embedding"].float(), dim=-1)
+        own = batch["attention_mask"].bool() & ~special
+        return TeacherBatch(states.float(), own, offsets, sentence)
 
     @torch.inference_mode()
     def token_states(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:

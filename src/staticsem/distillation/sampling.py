@@ -1,0 +1,138 @@
+"""Vocabulary counting and sentence selection that shares teacher passes between words.
+
+The reference recipe runs the teacher once per (word, sentence): V × N passes. One pass over a
+sentence yields every vocabulary word in it, so ``select_sentences`` streams the corpus once and
+keeps a sentence when the words it would fill are *urgent*: for each under-filled word w,
+``need(w) / remaining(w)`` is the share of w's remaining corpus occurrences still needed. A sentence
+is kept when these shares add up to at least ``threshold``. Rare words (every occurrence needed)
+are always taken; frequent words mostly fill up for free inside sentences taken for rarer ones, and
+take their last needed occurrences near the end of the stream.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from staticsem.errors import InputError
+from staticsem.text import word_pattern
+
+logger = logging.getLogger(__name__)
+
+
+def sentence_words(sentence: str, lowercase: bool) -> list[str]:
+    """Words of a sentence as the vocabulary sees them."""
+    words = word_pattern().findall(sentence)
+    return [w.lower() for w in words] if lowercase else words
+
+
+def count_words(
+    sentences: Iterable[str], lowercase: bool, show_progress: bool = True
+) -> tuple[Counter[str], int]:
+    """Word counts over a sentence stream, and the number of sentences."""
+    counts: Counter[str] = Counter()
+    total = 0
+    for sentence in tqdm(
+        sentences, desc="counting words", unit=" sent", disable=not show_progress, mininterval=2
+    ):
+        counts.update(sentence_words(sentence, lowercase))
+        total += 1
+    if total == 0:
+        raise InputError("the corpus holds no usable sentence (empty, or no line within the word limits)")
+    return counts, total
+
+
+def build_vocabulary(
+    counts: Counter[str], size: int, min_count: int, words: Sequence[str] | None = None
+) -> list[str]:
+    """The ``size`` most frequent words with ``min_count`` or more occurrences, or the listed ``words`` found.
+
+    :raises InputError: when no word qualifies.
+    """
+    if words is not None:
+        found = [w for w in words if counts.get(w, 0) >= min_count]
+        missing = len(words) - len(found)
+        if missing:
+            logger.warning(
+                "%d of %d listed words occur fewer than %d times in the corpus; they are left out",
+                missing,
+                len(words),
+                min_count,
+            )
+        vocab = found[:size]
+    else:
+        vocab = [w for w, c in counts.most_common(size) if c >= min_count]
+    if not vocab:
+        raise InputError(f"no vocabulary word occurs at least {min_count} times in the corpus")
+    return vocab
+
+
+@dataclass
+class Selection:
+    """Sentences chosen for the teacher and what they cover."""
+
+    sentences: list[str]
+    fill: np.ndarray  # occurrences of each vocabulary word in the chosen sentences
+    seen: int  # sentences read
+    per_word: int
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def select_sentences(
+    sentences: Iterable[str],
+    vocab: Sequence[str],
+    counts: Mapping[str, int],
+    per_word: int,
+    lowercase: bool,
+    threshold: float = 1.0,
+    show_progress: bool = True,
+) -> Selection:
+    """Choose sentences so that each vocabulary word gets about ``per_word`` occurrences."""
+    index = {w: i for i, w in enumerate(vocab)}
+    remaining = [counts.get(w, 0) for w in vocab]
+    fill = [0] * len(vocab)
+    chosen: list[str] = []
+    seen = 0
+    progress = tqdm(
+        sentences, desc="choosing sentences", unit=" sent", disable=not show_progress, mininterval=2
+    )
+    for sentence in progress:
+        seen += 1
+        ids = [index[w] for w in sentence_words(sentence, lowercase) if w in index]
+        if not ids:
+            continue
+        urgency = 0.0
+        for i in set(ids):
+            if fill[i] < per_word:
+                urgency += (per_word - fill[i]) / max(remaining[i], 1)
+        for i in ids:
+            remaining[i] -= 1
+        if urgency >= threshold:
+            chosen.append(sentence)
+            for i in ids:
+                fill[i] += 1
+            if show_progress and len(chosen) % 5000 == 0:
+                progress.set_postfix(chosen=len(chosen))
+    filled = np.asarray(fill, dtype=np.int64)
+    stats = {
+        "sentences_read": seen,
+        "sentences_chosen": len(chosen),
+        "reference_passes": len(vocab) * per_word,
+        "pass_ratio": len(chosen) / max(len(vocab) * per_word, 1),
+        "words_seen": int((filled > 0).sum()),
+        "words_full": int((filled >= per_word).sum()),
+        "median_fill": float(np.median(filled)),
+    }
+    logger.info(
+        "chose %d of %d sentences (%.1f %% of the V×N=%d reference passes)",
+        len(chosen),
+        seen,
+        100 * stats["pass_ratio"],
+        len(vocab) * per_word,
+    )
+    return Selection(chosen, filled, seen, per_word, stats)

@@ -1,0 +1,120 @@
+"""Corpus reading, bad corpora, vocabulary and sentence choice, the embedded dictionary corpus parsers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from staticsem.distillation import embedded
+from staticsem.distillation.corpus import CorpusOptions, check_sources, iter_sentences
+from staticsem.distillation.sampling import build_vocabulary, count_words, select_sentences
+from staticsem.errors import InputError
+
+
+def test_reads_txt_gz_jsonl_and_splits_sentences(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text(
+        "The cat sat on the mat. The dog ran away fast!\nToo short.\n", encoding="utf-8"
+    )
+    with gzip.open(tmp_path / "b.txt.gz", "wt", encoding="utf-8") as handle:
+        handle.write("The cat sat on the mat. A bird sang in the tree.\n")
+    (tmp_path / "c.jsonl").write_text(
+        json.dumps({"text": "Rivers flow to the sea."}) + "\n", encoding="utf-8"
+    )
+    sources = [str(tmp_path / n) for n in ("a.txt", "b.txt.gz", "c.jsonl")]
+    got = list(iter_sentences(sources, CorpusOptions(min_words=4)))
+    assert got == [
+        "The cat sat on the mat.",
+        "The dog ran away fast!",
+        "A bird sang in the tree.",
+        "Rivers flow to the sea.",
+    ]  # de-duplicated, short sentence dropped
+    assert list(iter_sentences(sources, CorpusOptions(min_words=4, max_sentences=2))) == got[:2]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("missing.txt", None, "corpus file is missing"),
+        ("binary.bin", b"\x00\x01\x02garbage" * 100, "binary data"),
+        ("latin.txt", b"caf\xe9 \xff\xfe\n" * 200, "mostly not UTF-8"),
+        ("bad.jsonl", b'{"text": "fine line here"}\nnot json\n', "bad.jsonl:2: not a JSON line"),
+        ("field.jsonl", b'{"body": "x"}\n', "no string field 'text'"),
+        ("bad.gz", b"not gzip at all", "cannot read"),
+    ],
+)
+def test_bad_corpora_give_clear_errors(
+    tmp_path: Path, name: str, content: bytes | None, message: str
+) -> None:
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        check_sources([str(path)])
+        list(iter_sentences([str(path)]))
+
+
+def test_empty_corpus_and_no_sources(tmp_path: Path) -> None:
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(InputError, match="no usable sentence"):
+        count_words(iter_sentences([str(tmp_path / "empty.txt")]), lowercase=True, show_progress=False)
+    with pytest.raises(InputError, match="no corpus given"):
+        check_sources([])
+
+
+def test_gigantic_line_is_read_in_pieces(tmp_path: Path) -> None:
+    sentence = "The cat sat on the mat today. "
+    (tmp_path / "huge.txt").write_text(sentence * 150_000, encoding="utf-8")  # one 4.5 MB line
+    got = list(iter_sentences([str(tmp_path / "huge.txt")]))
+    assert got == ["The cat sat on the mat today."]
+
+
+def test_vocabulary_from_counts_and_from_a_word_list() -> None:
+    counts = Counter({"the": 10, "cat": 5, "dog": 2, "rare": 1})
+    assert build_vocabulary(counts, size=10, min_count=2) == ["the", "cat", "dog"]
+    assert build_vocabulary(counts, size=2, min_count=1) == ["the", "cat"]
+    assert build_vocabulary(counts, 10, 2, words=["dog", "absent", "cat"]) == ["dog", "cat"]
+    with pytest.raises(InputError, match="no vocabulary word occurs at least 3 times"):
+        build_vocabulary(counts, 10, 3, words=["absent", "dog"])
+
+
+def test_selection_shares_passes_and_takes_every_rare_occurrence() -> None:
+    sentences = [f"the cat and the dog number {i}" for i in range(200)] + [
+        "a rare zebra",
+        "another rare zebra",
+    ]
+    counts, _ = count_words(sentences, lowercase=True, show_progress=False)
+    vocab = ["the", "cat", "dog", "zebra", "rare"]
+    chosen = select_sentences(sentences, vocab, counts, per_word=5, lowercase=True, show_progress=False)
+    assert "a rare zebra" in chosen.sentences and "another rare zebra" in chosen.sentences
+    assert chosen.fill[vocab.index("cat")] >= 5 and chosen.fill[vocab.index("zebra")] == 2
+    assert chosen.stats["sentences_chosen"] < chosen.stats["reference_passes"]
+    assert len(chosen.sentences) <= 10
+
+
+def test_embedded_parsers_on_small_files(tmp_path: Path) -> None:
+    (tmp_path / "data.noun").write_text(
+        "  1 This software and database is provided as is\n"
+        '00001740 03 n 01 entity 0 003 ~ 00001930 n 0000 | that which exists; "the entity was large"\n',
+        encoding="utf-8",
+    )
+    for name in ("data.verb", "data.adj", "data.adv"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    assert list(embedded.wordnet_texts(tmp_path)) == ["That which exists.", "The entity was large."]
+    with gzip.open(tmp_path / "gcide.dict.dz", "wt", encoding="utf-8") as handle:
+        handle.write(
+            "Cat \\Cat\\ n.\n   1. A small domesticated {carnivore}, kept as a pet.\n"
+            "      [1913 Webster]\n\n   Syn: feline\n"
+        )
+    assert list(embedded.gcide_texts(tmp_path / "gcide.dict.dz")) == [
+        "A small domesticated carnivore, kept as a pet."
+    ]
+
+
+def test_embedded_corpus_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(embedded, "WORDNET", tmp_path / "none")
+    with pytest.raises(InputError, match="apt-get install wordnet-base dict-gcide"):
+        list(iter_sentences(["embedded"]))

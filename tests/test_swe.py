@@ -1,0 +1,183 @@
+"""The SWE pipeline with a fake teacher: stages, checkpoints, resume (also after SIGKILL), determinism."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.numpy import load_file
+from tokenizers import Tokenizer
+
+import staticsem
+from fakes import FakeTeacher
+from staticsem.distillation.abtt import fit_abtt
+from staticsem.distillation.kd import KDSettings, similarity_loss
+from staticsem.distillation.pipeline import Pipeline, SWESettings
+from staticsem.errors import InputError
+
+TOPICS = [
+    ["cat", "dog", "kitten", "puppy", "pet", "fur", "bark"],
+    ["tax", "law", "court", "judge", "money", "bank"],
+    ["river", "water", "boat", "fish", "lake", "rain"],
+    ["music", "song", "guitar", "band", "sing", "drum"],
+]
+COMMON = ["the", "a", "of", "and", "is", "was", "in", "on"]
+
+
+def write_corpus(path: Path, count: int = 1200, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(count):
+        topic = TOPICS[rng.integers(len(TOPICS))]
+        words = list(rng.choice(topic, size=rng.integers(2, 5))) + list(
+            rng.choice(COMMON, size=rng.integers(2, 5))
+        )
+        rng.shuffle(words)
+        lines.append(" ".join(words).capitalize() + ".")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def settings(corpus: Path, **changes: object) -> SWESettings:
+    base = {
+        "corpus": (str(corpus),),
+        "vocab_size": 40,
+        "min_count": 2,
+        "sentences_per_word": 40,
+        "batch_size": 16,
+        "pca_sentences": 1000,
+        "remove_top": 1,
+        "dim": 6,
+        "kd": KDSettings(batch_size=32, eval_every=10, max_steps=60, dev_size=100),
+    }
+    return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def run(tmp: Path, teacher: FakeTeacher, out: str = "model", **changes: object) -> staticsem.StaticModel:
+    pipeline = Pipeline(
+        settings(tmp / "corpus.txt", **changes),
+        tmp / out,
+        teacher=teacher,  # type: ignore[arg-type]
+        show_progress=False,
+        save_every=0.0,
+    )
+    pipeline.run(dtype="float32")
+    return staticsem.load(tmp / out)
+
+
+@pytest.fixture()
+def corpus_dir(tmp_path: Path) -> Path:
+    write_corpus(tmp_path / "corpus.txt")
+    return tmp_path
+
+
+def test_full_pipeline_writes_model_metadata_and_analysis(
+    corpus_dir: Path, subword_tokenizer: Tokenizer
+) -> None:
+    teacher = FakeTeacher(subword_tokenizer)
+    model = run(corpus_dir, teacher)
+    assert model.dim == 6 and "cat" in model and "the" in model
+    meta = model.metadata
+    assert meta["method"] == "swe" and meta["teacher"] is not None and meta["corpus"][0]["sha256"]
+    assert meta["teacher_passes"] == teacher.sentences < 1200  # passes are shared between words
+    assert meta["teacher_passes"] < meta["reference_passes"]
+    assert meta["steps"]["kd"]["dev_loss_best"] < meta["steps"]["kd"]["dev_loss_start"]
+    analysis = load_file(str(corpus_dir / "model" / "analysis.safetensors"))
+    assert analysis["stage1"].shape == (len(model), 16) and analysis["components"].shape == (1, 16)
+    assert model.similarity("cat dog", "kitten puppy") > model.similarity("cat dog", "tax court")
+
+
+def test_same_seed_same_model(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    first = run(corpus_dir, FakeTeacher(subword_tokenizer), out="a")
+    second = run(corpus_dir, FakeTeacher(subword_tokenizer), out="b")
+    assert first.vocab == second.vocab
+    np.testing.assert_array_equal(first.vectors, second.vectors)
+
+
+def test_changed_later_settings_reuse_extraction(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    run(corpus_dir, FakeTeacher(subword_tokenizer))
+    teacher = FakeTeacher(subword_tokenizer)
+    model = run(corpus_dir, teacher, dim=4)
+    assert teacher.batches == 0 and model.dim == 4
+
+
+def test_stage_prefix(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    model = run(corpus_dir, FakeTeacher(subword_tokenizer), stages=("extract", "pca"))
+    assert model.dim == 6 and model.metadata["steps"].keys() == {"vocab", "select", "extract", "pca"}
+    with pytest.raises(InputError, match="prefix"):
+        settings(corpus_dir / "corpus.txt", stages=("pca",)).validate()
+
+
+def test_interrupted_extraction_resumes(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    reference = run(corpus_dir, FakeTeacher(subword_tokenizer), out="clean")
+    with pytest.raises(KeyboardInterrupt):
+        run(corpus_dir, FakeTeacher(subword_tokenizer, fail_after=3))
+    resumed_teacher = FakeTeacher(subword_tokenizer)
+    resumed = run(corpus_dir, resumed_teacher)
+    total = reference.metadata["teacher_passes"]
+    assert 0 < resumed_teacher.sentences < total  # only the batches not saved before the interrupt
+    np.testing.assert_allclose(resumed.vectors, reference.vectors, atol=1e-5)
+
+
+CHILD = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from conftest import PIECES
+from fakes import FakeTeacher
+from test_swe import settings
+from tokenizers import Tokenizer, models
+from staticsem.distillation.pipeline import Pipeline
+tok = Tokenizer(models.WordPiece({{p: i for i, p in enumerate(PIECES)}}, unk_token="[UNK]"))
+teacher = FakeTeacher(tok, sleep_after=4)
+Pipeline(settings(Path({corpus!r})), Path({out!r}), teacher=teacher, show_progress=False, save_every=0).run()
+"""
+
+
+def test_resume_after_sigkill(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    reference = run(corpus_dir, FakeTeacher(subword_tokenizer), out="clean")
+    code = CHILD.format(
+        tests=str(Path(__file__).parent), corpus=str(corpus_dir / "corpus.txt"), out=str(corpus_dir / "model")
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    )
+    work = corpus_dir / ".model.work"
+    deadline = time.monotonic() + 60
+    while not list(work.glob("stage1-*.partial.safetensors")) and time.monotonic() < deadline:
+        assert child.poll() is None, "the child ended before it was killed"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert (work / "select.json").is_file() and not (work / "extract.json").exists()
+    resumed_teacher = FakeTeacher(subword_tokenizer)
+    resumed = run(corpus_dir, resumed_teacher)
+    assert 0 < resumed_teacher.sentences < reference.metadata["teacher_passes"]
+    np.testing.assert_allclose(resumed.vectors, reference.vectors, atol=1e-5)
+
+
+def test_similarity_loss_prefers_the_teacher_structure() -> None:
+    generator = torch.Generator().manual_seed(0)
+    teacher = torch.randn(16, 8, generator=generator)
+    same = similarity_loss(teacher.clone(), teacher, tau=0.05)
+    other = similarity_loss(torch.randn(16, 8, generator=generator), teacher, tau=0.05)
+    assert same < other
+
+
+def test_abtt_removes_top_directions(tiny_model: staticsem.StaticModel) -> None:
+    rng = np.random.default_rng(0)
+    sentences = [" ".join(rng.choice(tiny_model.vocab, size=5)) for _ in range(300)]
+    abtt = fit_abtt(tiny_model, sentences, remove_top=2, dim=5)
+    projected = abtt.apply(np.asarray(tiny_model.vectors))
+    assert projected.shape == (len(tiny_model), 5)
+    np.testing.assert_allclose(abtt.kept @ abtt.removed.T, 0, atol=1e-5)
+    with pytest.raises(InputError, match="cannot remove"):
+        fit_abtt(tiny_model, sentences, remove_top=10, dim=10)
