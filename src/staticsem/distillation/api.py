@@ -35,6 +35,7 @@ def distill(
     seed: int = 0,
     dtype: str = "float16",
     keep_work: bool = True,
+    work_dir: str | Path | None = None,
     trust_remote_code: bool = False,
     show_progress: bool = True,
     **options: Any,
@@ -43,7 +44,8 @@ def distill(
 
     :param method: ``swe`` (corpus → extraction → sentence PCA → knowledge distillation, the default)
         or ``token`` (each vocabulary word alone through the teacher; no corpus).
-    :param out: folder to save the model to; work files live beside it in ``.NAME.work``.
+    :param out: folder to save the model to; work files live beside it in ``.NAME.work`` (or ``work_dir``,
+        which several runs may share to reuse the extraction).
     :param corpus: text files (``.txt``, ``.gz``, ``.jsonl``), ``-`` or ``embedded`` (SWE only).
     :param options: method settings: for ``swe`` the fields of ``SWESettings`` (e.g. ``sentences_per_word``,
         ``stages``, ``kd``), for ``token`` ``sif`` and ``batch_size``.
@@ -77,7 +79,11 @@ def distill(
             **options,
         )
         pipeline = Pipeline(
-            settings, Path(out), trust_remote_code=trust_remote_code, show_progress=show_progress
+            settings,
+            Path(out),
+            trust_remote_code=trust_remote_code,
+            show_progress=show_progress,
+            work_dir=None if work_dir is None else Path(work_dir),
         )
         model = pipeline.run(dtype=dtype)
         if not keep_work:

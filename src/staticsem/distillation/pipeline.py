@@ -114,11 +114,12 @@ class Pipeline:
         show_progress: bool = True,
         teacher: Teacher | None = None,
         save_every: float = 180.0,
+        work_dir: Path | None = None,
     ) -> None:
         settings.validate()
         self.settings, self.out, self.progress = settings, out, show_progress
         self.trust_remote_code, self.save_every = trust_remote_code, save_every
-        self.work = Work(out.parent / f".{out.name}.work")
+        self.work = Work(work_dir or out.parent / f".{out.name}.work")
         self._teacher = teacher
         self.corpus_prints = fingerprint_sources(settings.corpus)
         self.options = CorpusOptions(
