@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from enum import Enum
+from typing import TypeVar
+
+E = TypeVar("E", bound=Enum)
+
 
 class StaticsemError(Exception):
     """Base class: a problem with the user's input, reported without a traceback."""
@@ -13,3 +18,12 @@ class ModelFormatError(StaticsemError):
 
 class InputError(StaticsemError):
     """Text input (a file of lines, a word, an option) cannot be used."""
+
+
+def parse_choice(kind: type[E], value: str | E, what: str) -> E:
+    """Convert a user string to the enum ``kind``; an unknown value raises ``InputError`` with the choices."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = ", ".join(str(member.value) for member in kind)
+        raise InputError(f"unknown {what} {value!r}; choose one of {choices}") from None

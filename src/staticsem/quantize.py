@@ -6,7 +6,7 @@ from enum import Enum
 
 import numpy as np
 
-from staticsem.errors import InputError
+from staticsem.errors import InputError, parse_choice
 
 
 class DType(str, Enum):
@@ -26,20 +26,12 @@ class Scale(str, Enum):
 
 def parse_dtype(value: str | DType) -> DType:
     """Convert a user string to ``DType`` with a readable error."""
-    try:
-        return DType(value)
-    except ValueError:
-        choices = ", ".join(d.value for d in DType)
-        raise InputError(f"unknown dtype {value!r}; choose one of {choices}") from None
+    return parse_choice(DType, value, "dtype")
 
 
 def parse_scale(value: str | Scale) -> Scale:
     """Convert a user string to ``Scale`` with a readable error."""
-    try:
-        return Scale(value)
-    except ValueError:
-        choices = ", ".join(s.value for s in Scale)
-        raise InputError(f"unknown int8 scale {value!r}; choose one of {choices}") from None
+    return parse_choice(Scale, value, "int8 scale")
 
 
 def quantize(

@@ -138,23 +138,8 @@ class Teacher:
         own = batch["attention_mask"].bool() & ~special
         return TeacherBatch(states.float(), own, offsets, sentence)
 
-    @torch.inference_mode()
-    def token_states(self, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Last-layer states (B × T × H) and the mask of positions holding the texts' own tokens."""
-        batch = self.tokenizer(
-            list(texts),
-            padding=True,
-            truncation=True,
-            max_length=self.max_length,
-            return_tensors="pt",
-            return_special_tokens_mask=True,
-        )
-        special = batch.pop("special_tokens_mask").bool()
-        states = self.transformer(**batch).last_hidden_state
-        return states, batch["attention_mask"].bool() & ~special
-
     def embed_alone(self, words: Sequence[str]) -> np.ndarray:
         """Each word fed alone through the teacher: mean of its subword tokens' last-layer states."""
-        states, keep = self.token_states(words)
-        weights = keep.unsqueeze(-1).to(states.dtype)
-        return ((states * weights).sum(1) / weights.sum(1).clamp(min=1)).float().numpy()
+        out = self.forward(words)
+        weights = out.own.unsqueeze(-1).to(out.states.dtype)
+        return ((out.states * weights).sum(1) / weights.sum(1).clamp(min=1)).numpy()

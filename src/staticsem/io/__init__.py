@@ -6,7 +6,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from staticsem.errors import InputError, ModelFormatError
+from staticsem.errors import InputError, ModelFormatError, parse_choice
 from staticsem.io import common, hf, native, vectors
 
 if TYPE_CHECKING:
@@ -27,12 +27,7 @@ class Format(str, Enum):
 
 def parse_format(value: str | Format) -> Format:
     """Convert a user string to ``Format`` with a readable error."""
-    try:
-        return Format(value)
-    except ValueError:
-        raise InputError(
-            f"unknown format {value!r}; choose one of {', '.join(f.value for f in Format)}"
-        ) from None
+    return parse_choice(Format, value, "format")
 
 
 def detect(path: str | Path) -> Format:
