@@ -152,8 +152,6 @@ def convert(
 @_command(epilog="Example: `staticsem info models/demo`")
 def info(model: ModelArg) -> None:
     """Vocabulary size, dimensions, storage, format and how the model was made."""
-    import json
-
     from staticsem.io import detect
 
     static = _load(model)
@@ -166,10 +164,21 @@ def info(model: ModelArg) -> None:
         ("dtype", static.dtype),
         ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
         ("subword fallback", "yes" if static.tokenizer is not None else "no"),
-        ("metadata", json.dumps(static.metadata, ensure_ascii=False)),
+        *_metadata_rows(static.metadata),
     ]:
         table.add_row(key, str(value))
     out.print(table)
+
+
+def _metadata_rows(metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """Scalar metadata as rows; nested settings are summarised (the full record is in config.json)."""
+    import json
+
+    rows = []
+    for key, value in metadata.items():
+        text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+        rows.append((key, text if len(text) <= 120 else text[:117] + "…"))
+    return rows
 
 
 # Distillation (staticsem.cli_distill; torch and the teacher load only when it runs).
