@@ -191,9 +191,27 @@ def test_cli_swe_with_the_real_teacher(corpus_dir: Path, caplog: pytest.LogCaptu
     from staticsem.cli import app
 
     write_corpus(corpus_dir / "corpus.txt", count=900, seed=1)
-    args = ["distill", "--out", str(corpus_dir / "m"), "--corpus", str(corpus_dir / "corpus.txt"),
-            "--vocab-size", "40", "--min-count", "2", "--sentences-per-word", "200", "--pca-sentences", "900",
-            "--dim", "16", "--kd-max-steps", "80", "--dtype", "float32"]
+    args = [
+        "distill",
+        "--out",
+        str(corpus_dir / "m"),
+        "--corpus",
+        str(corpus_dir / "corpus.txt"),
+        "--vocab-size",
+        "40",
+        "--min-count",
+        "2",
+        "--sentences-per-word",
+        "200",
+        "--pca-sentences",
+        "900",
+        "--dim",
+        "16",
+        "--kd-max-steps",
+        "80",
+        "--dtype",
+        "float32",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr
     model = staticsem.load(corpus_dir / "m")
@@ -206,3 +224,19 @@ def test_cli_swe_with_the_real_teacher(corpus_dir: Path, caplog: pytest.LogCaptu
     with caplog.at_level(logging.INFO, logger="staticsem"):
         again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and caplog.text.count("reusing") == 5
+
+
+def test_moved_corpus_with_the_same_content_reuses_every_step(
+    corpus_dir: Path, subword_tokenizer: Tokenizer
+) -> None:
+    run(corpus_dir, FakeTeacher(subword_tokenizer))
+    (corpus_dir / "corpus.txt").rename(corpus_dir / "moved.txt")
+    teacher = FakeTeacher(subword_tokenizer)
+    pipeline = Pipeline(
+        settings(corpus_dir / "moved.txt"),
+        corpus_dir / "model",
+        teacher=teacher,  # type: ignore[arg-type]
+        show_progress=False,
+    )
+    pipeline.run()
+    assert teacher.batches == 0

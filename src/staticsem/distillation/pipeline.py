@@ -143,7 +143,7 @@ class Pipeline:
         words = [] if s.vocabulary is None else read_word_list(Path(s.vocabulary))
         vocab = fingerprint(
             {
-                "corpus": self.corpus_prints,
+                "corpus": [p.get("sha256") or p["source"] for p in self.corpus_prints],  # content, not path
                 "teacher": s.teacher or "default",
                 "size": s.vocab_size,
                 "min": s.min_count,
@@ -319,17 +319,19 @@ class Pipeline:
             return
         stage1 = load(self.work.folder / "stage1")
         abtt = load_file(str(self.work.folder / "abtt.safetensors"))
-        counts = load_file(str(self.work.folder / "stage1.safetensors"))["counts"]
+        vocab = self.work.done("vocab", self.keys["vocab"])
+        assert vocab is not None
+        corpus_counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
+        counts = np.array([corpus_counts[w] for w in stage1.vocab], dtype=np.int64)  # corpus frequency
+        tensors = {
+            "stage1": stage1.vectors.astype(np.float16),
+            "mean": abtt["mean"],
+            "components": abtt["components"],
+            "explained": abtt["explained"],
+            "counts": counts,
+        }
         with atomic_file(self.out / "analysis.safetensors") as tmp:
-            save_file(
-                {
-                    "stage1": stage1.vectors.astype(np.float16),
-                    "mean": abtt["mean"],
-                    "components": abtt["components"],
-                    "counts": counts.astype(np.int64),
-                },
-                str(tmp),
-            )
+            save_file(tensors, str(tmp))
 
     def clean(self) -> None:
         """Remove the work folder (after a successful run, unless the user keeps it)."""
