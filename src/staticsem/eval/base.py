@@ -88,6 +88,20 @@ class Evaluator(ABC):
     def __call__(self, encoder: Encoder) -> dict[str, float]:
         """Measure ``encoder``; every value is a plain float."""
 
+    def _read_pairs(
+        self, data_dir: str | Path, files: Sequence[str], subdirs: Sequence[str], score_column: int
+    ) -> dict[str, tuple[list[str], list[str], np.ndarray]]:
+        """Scored pairs of each three-column TSV file (score in ``score_column``), keyed by file stem."""
+        first, second = (c for c in range(3) if c != score_column)
+        pairs: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
+        for name in files:
+            path = find_file(data_dir, name, subdirs)
+            rows = read_tsv(path, 3)
+            gold = np.array([parse_float(r[score_column], path, i) for i, r in enumerate(rows, 1)])
+            pairs[path.stem] = ([r[first] for r in rows], [r[second] for r in rows], gold)
+            self._record(path, len(rows))
+        return pairs
+
     def _record(self, path: Path, rows: int) -> None:
         self.files.append(DataFile.of(path, rows))
 

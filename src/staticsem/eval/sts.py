@@ -16,9 +16,6 @@ from staticsem.eval.base import (
     Evaluator,
     embed,
     find_dir,
-    find_file,
-    parse_float,
-    read_tsv,
     spearman100,
     with_mean,
 )
@@ -43,13 +40,7 @@ class STS(Evaluator):
         if files is None:
             found = [p.name for p in sorted(find_dir(data_dir, STS_DIRS).glob("*.tsv"))]
             files = [f for f in ORDER if f in found] + [f for f in found if f not in ORDER]
-        self.pairs: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
-        for name in files:
-            path = find_file(data_dir, name, STS_DIRS)
-            rows = read_tsv(path, 3)
-            gold = np.array([parse_float(r[0], path, i) for i, r in enumerate(rows, 1)])
-            self.pairs[path.stem] = ([r[1] for r in rows], [r[2] for r in rows], gold)
-            self._record(path, len(rows))
+        self.pairs = self._read_pairs(data_dir, files, STS_DIRS, score_column=0)
         self.datasets = list(self.pairs)
         self.settings = {"similarity": "cosine", "correlation": "spearman, one per file"}
 

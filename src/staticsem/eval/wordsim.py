@@ -22,7 +22,6 @@ from staticsem.eval.base import (
     embed,
     find_dir,
     find_file,
-    parse_float,
     read_tsv,
     spearman100,
     with_mean,
@@ -48,13 +47,7 @@ class WordSimilarity(Evaluator):
         super().__init__()
         if files is None:
             files = [p.name for p in sorted(find_dir(data_dir, WORDSIM_DIRS).glob("*.tsv"))]
-        self.pairs: dict[str, tuple[list[str], list[str], np.ndarray]] = {}
-        for name in files:
-            path = find_file(data_dir, name, WORDSIM_DIRS)
-            rows = read_tsv(path, 3)
-            gold = np.array([parse_float(r[2], path, i) for i, r in enumerate(rows, 1)])
-            self.pairs[path.stem] = ([r[0] for r in rows], [r[1] for r in rows], gold)
-            self._record(path, len(rows))
+        self.pairs = self._read_pairs(data_dir, files, WORDSIM_DIRS, score_column=2)
         self.datasets = list(self.pairs)
         self.settings = {"word vector": "encode([word])", "correlation": "spearman over covered pairs"}
 
