@@ -167,22 +167,48 @@ def _plot_norms(inputs: Inputs, norms: dict[str, Any], sample: np.ndarray, path:
     fig = Figure(figsize=(11, 4), layout="constrained")
     left, right = fig.subplots(1, 2)
     freq, norm, effect = _log_counts(inputs)[sample], norms["norms"][sample], norms["influence"][sample]
-    keep = np.isfinite(freq)
-    left.scatter(freq[keep], norm[keep], s=2, alpha=0.25, rasterized=True)
-    _binned_median(left, freq[keep], norm[keep])
-    left.set_xlabel("log10 word count")
-    left.set_ylabel("vector norm")
-    left.set_title(f"norm vs frequency (ρ = {_rho(norms['spearman_norm_frequency'])})", fontsize=10)
-    keep = np.isfinite(effect)
-    right.scatter(norm[keep], effect[keep], s=3, alpha=0.3, rasterized=True)
-    _binned_median(right, norm[keep], effect[keep])
-    right.set_xlabel("vector norm")
-    right.set_ylabel("mean 1 − cos(s, s without the word)")
-    right.set_title(f"influence vs norm (ρ = {_rho(norms['spearman_norm_influence'])})", fontsize=10)
-    for ax in (left, right):
-        ax.grid(alpha=0.3)
+    _scatter_panel(
+        left,
+        freq,
+        norm,
+        np.isfinite(freq),
+        ("log10 word count", "vector norm"),
+        f"norm vs frequency (ρ = {_rho(norms['spearman_norm_frequency'])})",
+        size=2,
+        alpha=0.25,
+    )
+    _scatter_panel(
+        right,
+        norm,
+        effect,
+        np.isfinite(effect),
+        ("vector norm", "mean 1 − cos(s, s without the word)"),
+        f"influence vs norm (ρ = {_rho(norms['spearman_norm_influence'])})",
+        size=3,
+        alpha=0.3,
+    )
     save_figure(fig, path)
     return path
+
+
+def _scatter_panel(
+    ax: Any,
+    x: np.ndarray,
+    y: np.ndarray,
+    keep: np.ndarray,
+    labels: tuple[str, str],
+    title: str,
+    *,
+    size: float,
+    alpha: float,
+) -> None:
+    """One scatter of the kept points with its binned-median line, labels, title and grid."""
+    ax.scatter(x[keep], y[keep], s=size, alpha=alpha, rasterized=True)
+    _binned_median(ax, x[keep], y[keep])
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
 
 
 def _binned_median(ax: Any, x: np.ndarray, y: np.ndarray, bins: int = 20) -> None:
