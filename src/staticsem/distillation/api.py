@@ -118,6 +118,7 @@ def _distill_token(
     sif: float | None = 1e-4,
     batch_size: int = 256,
 ) -> StaticModel:
+    from staticsem.distillation.checkpoint import work_folder
     from staticsem.distillation.teacher import Teacher
     from staticsem.distillation.token import distill_token
     from staticsem.distillation.vocabulary import read_word_list
@@ -128,7 +129,7 @@ def _distill_token(
     model_teacher = Teacher(teacher, trust_remote_code=trust_remote_code)
     if words is None:
         words = model_teacher.vocabulary_tokens()[:vocab_size]
-    work_dir = Path(out).parent / f".{Path(out).name}.work" if out is not None else None
+    work_dir = work_folder(Path(out)) if out is not None else None
     model = distill_token(
         model_teacher,
         words,

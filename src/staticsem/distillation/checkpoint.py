@@ -22,6 +22,11 @@ def fingerprint(settings: dict[str, Any], items: Sequence[str] = ()) -> str:
     return digest.hexdigest()[:16]
 
 
+def work_folder(out: Path) -> Path:
+    """Where a distillation keeps its resumable work: ``.NAME.work`` beside the output folder."""
+    return out.parent / f".{out.name}.work"
+
+
 class ChunkStore:
     """Folder of ``.npy`` chunks tagged by a fingerprint; a different fingerprint starts afresh."""
 
@@ -42,7 +47,3 @@ class ChunkStore:
         with atomic_file(path) as tmp, tmp.open("wb") as handle:
             np.save(handle, array, allow_pickle=False)
         return array
-
-    def clear(self) -> None:
-        """Remove the folder once the job's result is safely written."""
-        shutil.rmtree(self.folder, ignore_errors=True)

@@ -22,7 +22,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from staticsem.distillation.abtt import default_remove_top, fit_abtt
-from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.checkpoint import fingerprint, work_folder
 from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources, iter_sentences
 from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import KDSettings, train_kd
@@ -119,8 +119,9 @@ class Pipeline:
         settings.validate()
         self.settings, self.out, self.progress = settings, out, show_progress
         self.trust_remote_code, self.save_every = trust_remote_code, save_every
-        self.work = Work(work_dir or out.parent / f".{out.name}.work")
+        self.work = Work(work_dir or work_folder(out))
         self._teacher = teacher
+        self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
         self.corpus_prints = fingerprint_sources(settings.corpus)
         self.options = CorpusOptions(
             settings.min_words, settings.max_words, max_sentences=settings.max_corpus_sentences
@@ -162,7 +163,6 @@ class Pipeline:
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step, save the model to ``out`` and return it."""
         keys = self.keys
-        records: dict[str, dict[str, Any]] = {}
         for step in ("vocab", "select", "extract", "pca", "kd"):
             if step in STAGES and step not in self.settings.stages:
                 break
@@ -172,10 +172,10 @@ class Pipeline:
                 record = self.work.finish(step, keys[step], _timed(getattr(self, f"_{step}")))
             else:
                 logger.info("step %s: reusing the finished result in %s", step, self.work.folder)
-            records[step] = record
+            self.records[step] = record
         final = self.settings.stages[-1]
         model = load(self.work.folder / {"extract": "stage1", "pca": "stage2", "kd": "stage3"}[final])
-        model.metadata = self._metadata(records)
+        model.metadata = self._metadata()
         model.save(self.out, dtype=dtype)
         self._write_analysis()
         return model
@@ -196,8 +196,7 @@ class Pipeline:
         }
 
     def _select(self) -> dict[str, Any]:
-        vocab = self.work.done("vocab", self.keys["vocab"])
-        assert vocab is not None
+        vocab = self.records["vocab"]
         counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
         chosen = select_sentences(
             self._sentences(),
@@ -211,10 +210,8 @@ class Pipeline:
         return {"sentences": chosen.sentences, "stats": chosen.stats}
 
     def _extract(self) -> dict[str, Any]:
-        keys = self.keys
-        vocab, chosen = self.work.done("vocab", keys["vocab"]), self.work.done("select", keys["select"])
-        assert vocab is not None and chosen is not None
-        partial = self.work.folder / f"stage1-{keys['extract']}.partial.safetensors"
+        vocab, chosen = self.records["vocab"], self.records["select"]
+        partial = self.work.folder / f"stage1-{self.keys['extract']}.partial.safetensors"
         result = extract(
             self.teacher,
             chosen["sentences"],
@@ -237,7 +234,7 @@ class Pipeline:
         )
         stage1.save(self.work.folder / "stage1", dtype="float32")
         with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
-            save_file({"embeddings": result.embeddings, "counts": result.counts[seen]}, str(tmp))
+            save_file({"embeddings": result.embeddings}, str(tmp))
         partial.unlink(missing_ok=True)
         return {
             "teacher_passes": result.passes,
@@ -248,7 +245,7 @@ class Pipeline:
 
     def _pca(self) -> dict[str, Any]:
         stage1 = load(self.work.folder / "stage1")
-        sentences = self._chosen()
+        sentences = self.records["select"]["sentences"]
         rng = np.random.default_rng(self.settings.seed)
         sample = [
             sentences[i] for i in sorted(rng.permutation(len(sentences))[: self.settings.pca_sentences])
@@ -284,17 +281,15 @@ class Pipeline:
         stage2 = load(self.work.folder / "stage2")
         targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
         settings = replace(self.settings.kd, seed=self.settings.seed)
-        trained, stats = train_kd(stage2, self._chosen(), targets, settings, self.progress)
+        trained, stats = train_kd(
+            stage2, self.records["select"]["sentences"], targets, settings, self.progress
+        )
         trained.save(self.work.folder / "stage3", dtype="float32")
         return stats
 
     # ------------------------------------------------------------------ outputs
-    def _chosen(self) -> list[str]:
-        record = self.work.done("select", self.keys["select"])
-        assert record is not None
-        return list(record["sentences"])
-
-    def _metadata(self, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    def _metadata(self) -> dict[str, Any]:
+        records = self.records
         settings = asdict(self.settings)
         select = records["select"]["stats"]
         steps = {
@@ -319,8 +314,7 @@ class Pipeline:
             return
         stage1 = load(self.work.folder / "stage1")
         abtt = load_file(str(self.work.folder / "abtt.safetensors"))
-        vocab = self.work.done("vocab", self.keys["vocab"])
-        assert vocab is not None
+        vocab = self.records["vocab"]
         corpus_counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
         counts = np.array([corpus_counts[w] for w in stage1.vocab], dtype=np.int64)  # corpus frequency
         tensors = {
