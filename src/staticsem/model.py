@@ -1,6 +1,8 @@
 """``StaticModel``: one fixed vector per word; a text is the L2-normalised mean of its word vectors.
 
 Pure numpy (plus HF ``tokenizers`` for the unknown-word fallback): encoding never imports torch.
+fastText models carry an n-gram table instead (``staticsem.ngrams``): an unknown word gets the mean of its
+n-gram vectors, cached as an extra row with id >= V; neighbour searches still rank vocabulary words only.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from staticsem.errors import InputError, ModelFormatError
+from staticsem.ngrams import ComposedRows, NgramTable
 from staticsem.quantize import dequantize
 from staticsem.text import UNKNOWN, WordLookup
 
 _STORED_DTYPES = (np.float32, np.float16, np.int8)
+_COMPOSED_BYTES = 256 << 20  # composed unknown-word rows are dropped between batches beyond this
 _worker_model: StaticModel | None = None
 
 
@@ -40,6 +44,7 @@ class StaticModel:
     :param vectors: V × D matrix stored as float32, float16 or int8.
     :param scales: for int8 matrices, the float32 scale of each row (V values).
     :param tokenizer: subword tokenizer used to find a known prefix of unknown words.
+    :param ngrams: fastText n-gram table giving unknown words a vector (tried before the tokenizer).
     :param metadata: teacher, method, settings and anything else worth keeping with the model.
     :raises ModelFormatError: when the pieces do not fit together (the message carries the numbers).
     """
@@ -51,15 +56,19 @@ class StaticModel:
         *,
         scales: np.ndarray | None = None,
         tokenizer: Tokenizer | None = None,
+        ngrams: NgramTable | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
         self.vocab = list(vocab)
         self.vectors = vectors
         self.scales = None if scales is None else np.asarray(scales, dtype=np.float32)
         self.tokenizer = tokenizer
+        self.ngrams = ngrams
         self.metadata: dict[str, Any] = dict(metadata or {})
         self._validate()
-        self._lookup = WordLookup(self.vocab, tokenizer)
+        self._composed = None if ngrams is None else ComposedRows(ngrams, len(self.vocab))
+        fallback = None if self._composed is None else self._composed.row
+        self._lookup = WordLookup(self.vocab, tokenizer, fallback)
         self._unit_cache: np.ndarray | None = None
 
     def _validate(self) -> None:
@@ -93,6 +102,10 @@ class StaticModel:
             raise ModelFormatError(
                 f"int8 scales must be {len(self.vocab)} finite values, got shape {self.scales.shape}"
             )
+        if self.ngrams is not None and self.ngrams.dim != vectors.shape[1]:
+            raise ModelFormatError(
+                f"the n-gram table has {self.ngrams.dim} dimensions but the matrix has {vectors.shape[1]}"
+            )
 
     # ------------------------------------------------------------------ properties
     @property
@@ -112,7 +125,8 @@ class StaticModel:
         return isinstance(word, str) and word in self._lookup.index
 
     def __repr__(self) -> str:
-        return f"StaticModel(words={len(self)}, dim={self.dim}, dtype={self.dtype})"
+        extra = "" if self.ngrams is None else f", ngram_buckets={self.ngrams.buckets}"
+        return f"StaticModel(words={len(self)}, dim={self.dim}, dtype={self.dtype}{extra})"
 
     # ------------------------------------------------------------------ encoding
     def encode(
@@ -165,6 +179,9 @@ class StaticModel:
         Texts with the same number of known words are summed together as one (texts, words, dim)
         block: contiguous adds with float16/int8 cast on the fly, no batch-wide float32 copy.
         """
+        if self._composed is not None and self._composed.nbytes > _COMPOSED_BYTES:
+            self._composed.clear()
+            self._lookup.forget()
         flat, lengths = self._lookup.ids(texts)
         sums = np.zeros((len(texts), self.dim), dtype=np.float32)
         known = flat != UNKNOWN
@@ -172,6 +189,7 @@ class StaticModel:
             return sums
         owner = np.repeat(np.arange(len(texts)), lengths)[known]
         row_ids = flat[known]
+        composed = self._composed is not None and int(row_ids.max()) >= len(self.vocab)
         counts = np.bincount(owner, minlength=len(texts))
         starts = np.zeros(len(texts), dtype=np.int64)
         np.cumsum(counts[:-1], out=starts[1:])
@@ -181,14 +199,28 @@ class StaticModel:
             if size == 0:
                 continue
             block_ids = row_ids[starts[group][:, None] + np.arange(size)]
-            block = self.vectors[block_ids]
-            if self.scales is not None:
-                block = block.astype(np.float32) * self.scales[block_ids][..., None]
+            if composed:
+                block = self._rows(block_ids)
+            else:
+                block = self.vectors[block_ids]
+                if self.scales is not None:
+                    block = block.astype(np.float32) * self.scales[block_ids][..., None]
             sums[group] = block.sum(axis=1, dtype=np.float32)
         if not normalize:
             return sums / np.maximum(counts, 1)[:, None].astype(np.float32)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         return sums / np.maximum(norms, np.finfo(np.float32).tiny)
+
+    def _rows(self, ids: np.ndarray) -> np.ndarray:
+        """Float32 rows of ``ids`` (any shape): vocabulary rows and composed unknown-word rows."""
+        outside = ids >= len(self.vocab)
+        inside = np.where(outside, 0, ids)
+        rows = self.vectors[inside].astype(np.float32)
+        if self.scales is not None:
+            rows *= self.scales[inside][..., None]
+        if self._composed is not None and outside.any():
+            rows[outside] = self._composed.vectors(ids[outside])
+        return rows
 
     def similarity(self, text_a: str, text_b: str) -> float:
         """Cosine similarity of two texts' embeddings (0.0 if either has no known word)."""
@@ -203,21 +235,35 @@ class StaticModel:
             self._unit_cache = full / np.maximum(norms, np.finfo(np.float32).tiny)
         return self._unit_cache
 
-    def word_index(self, word: str) -> int:
-        """Row of ``word`` by the inference rule (exact, lower-case, subword prefix).
-
-        :raises InputError: when no rule finds the word.
-        """
+    def _resolve(self, word: str) -> int:
         row = self._lookup.resolve(word)
         if row == UNKNOWN:
             raise InputError(f"word {word!r} is not in the vocabulary ({len(self)} words)")
         return row
 
+    def word_index(self, word: str) -> int:
+        """Vocabulary row of ``word`` by the inference rule (exact, lower-case, subword prefix).
+
+        :raises InputError: when no rule finds the word (a word with only an n-gram vector has no row).
+        """
+        row = self._resolve(word)
+        if row >= len(self.vocab):
+            raise InputError(
+                f"word {word!r} is not in the vocabulary ({len(self)} words); it has an n-gram vector only"
+            )
+        return row
+
     def word_vector(self, word: str) -> np.ndarray:
-        """The float32 vector of a word (see ``word_index`` for the lookup rule)."""
-        row = self.word_index(word)
-        scale = None if self.scales is None else self.scales[row : row + 1]
-        return dequantize(self.vectors[row : row + 1], scale)[0]
+        """The float32 vector of a word: its row, or for fastText models its n-gram vector."""
+        return self._rows(np.array([self._resolve(word)]))[0]
+
+    def _word_unit(self, word: str) -> tuple[np.ndarray, set[int]]:
+        """Unit vector of a word, and its vocabulary row as a set (empty for an n-gram vector)."""
+        row = self._resolve(word)
+        if row < len(self.vocab):
+            return self._unit()[row], {row}
+        vector = self.word_vector(word)
+        return vector / max(float(np.linalg.norm(vector)), float(np.finfo(np.float32).tiny)), set()
 
     def _nearest(self, query: np.ndarray, k: int, exclude: set[int]) -> list[tuple[str, float]]:
         if k < 1:
@@ -232,10 +278,10 @@ class StaticModel:
         return [(self.vocab[i], float(scores[i])) for i in ranked[:k]]
 
     def most_similar(self, word_or_vector: str | np.ndarray, k: int = 10) -> list[tuple[str, float]]:
-        """The ``k`` words closest (cosine) to a word (itself excluded) or to a vector."""
+        """The ``k`` vocabulary words closest (cosine) to a word (itself excluded) or to a vector."""
         if isinstance(word_or_vector, str):
-            row = self.word_index(word_or_vector)
-            return self._nearest(self._unit()[row], k, {row})
+            unit, exclude = self._word_unit(word_or_vector)
+            return self._nearest(unit, k, exclude)
         query = np.asarray(word_or_vector, dtype=np.float32)
         if query.shape != (self.dim,):
             raise InputError(f"query vector has shape {query.shape}, the model has {self.dim} dims")
@@ -243,9 +289,8 @@ class StaticModel:
 
     def analogy(self, a: str, b: str, c: str, k: int = 10) -> list[tuple[str, float]]:
         """a : b :: c : ? by 3CosAdd (cos(x, b) − cos(x, a) + cos(x, c)), inputs excluded."""
-        rows = [self.word_index(w) for w in (a, b, c)]
-        unit = self._unit()
-        return self._nearest(unit[rows[1]] - unit[rows[0]] + unit[rows[2]], k, set(rows))
+        (ua, xa), (ub, xb), (uc, xc) = (self._word_unit(w) for w in (a, b, c))
+        return self._nearest(ub - ua + uc, k, xa | xb | xc)
 
     # ------------------------------------------------------------------ shape and persistence
     def truncate(self, dim: int) -> StaticModel:
@@ -258,6 +303,7 @@ class StaticModel:
             np.ascontiguousarray(self.vectors[:, :dim]),
             scales=self.scales,
             tokenizer=self.tokenizer,
+            ngrams=None if self.ngrams is None else self.ngrams.truncate(dim),
             metadata=meta,
         )
 

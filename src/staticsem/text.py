@@ -2,8 +2,9 @@
 
 Words are maximal runs of characters that are neither whitespace nor punctuation, which is what
 ``tokenizers.pre_tokenizers.BertPreTokenizer`` yields once its punctuation tokens are dropped.
-A word is looked up exactly, then lower-cased; an unknown word is split by the attached subword
-tokenizer and the longest prefix (whole subwords, trailing ones dropped) found in the vocabulary
+A word is looked up exactly, then lower-cased; an unknown word then goes to the optional ``fallback``
+(fastText models: a row composed from its character n-grams, id >= V), else is split by the attached
+subword tokenizer and the longest prefix (whole subwords, trailing ones dropped) found in the vocabulary
 is used. Resolved words are cached, so each distinct word is resolved once.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -41,12 +42,25 @@ def split_words(text: str) -> list[str]:
 
 
 class WordLookup:
-    """Maps words to vocabulary rows with the exact → lower-case → subword-prefix rule."""
+    """Maps words to rows with the exact → lower-case → fallback → subword-prefix rule.
 
-    def __init__(self, vocab: Sequence[str], tokenizer: Tokenizer | None = None) -> None:
+    :param fallback: row (>= V) for a word neither form of which is in the vocabulary, or ``None``.
+    """
+
+    def __init__(
+        self,
+        vocab: Sequence[str],
+        tokenizer: Tokenizer | None = None,
+        fallback: Callable[[str], int | None] | None = None,
+    ) -> None:
         self.index: dict[str, int] = {word: i for i, word in enumerate(vocab)}
         self.tokenizer = tokenizer
+        self.fallback = fallback
         self._cache: dict[str, int] = dict(self.index)
+
+    def forget(self) -> None:
+        """Drop the cached resolutions of words outside the vocabulary."""
+        self._cache = dict(self.index)
 
     def _find(self, word: str) -> int | None:
         found = self.index.get(word)
@@ -60,6 +74,8 @@ class WordLookup:
         if cached is not None:
             return cached
         found = self._find(word)
+        if found is None and self.fallback is not None:
+            found = self.fallback(word)
         if found is None and self.tokenizer is not None:
             offsets = self.tokenizer.encode(word, add_special_tokens=False).offsets
             for end in sorted({stop for _, stop in offsets[:-1]}, reverse=True):
@@ -67,7 +83,7 @@ class WordLookup:
                 if found is not None:
                     break
         if len(self._cache) > _CACHE_LIMIT:
-            self._cache = dict(self.index)
+            self.forget()
         self._cache[word] = UNKNOWN if found is None else found
         return self._cache[word]
 

@@ -48,7 +48,7 @@ class Bags:
 
     def __init__(self, model: StaticModel, sentences: Sequence[str]) -> None:
         flat, lengths = model._lookup.ids(sentences)
-        keep = flat != UNKNOWN
+        keep = (flat != UNKNOWN) & (flat < len(model))  # n-gram vectors of unknown words are not trained
         owner = np.repeat(np.arange(len(sentences)), lengths)[keep]
         self.ids = torch.from_numpy(flat[keep])
         self.counts = np.bincount(owner, minlength=len(sentences))

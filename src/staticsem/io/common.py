@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
 from staticsem.errors import ModelFormatError
+
+if TYPE_CHECKING:
+    from staticsem.model import StaticModel
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -24,6 +30,16 @@ def naming(path: Path) -> Iterator[None]:
         if str(exc).startswith(str(path)):
             raise
         raise ModelFormatError(f"{path}: {exc}") from None
+
+
+def warn_dropped_ngrams(model: StaticModel, format_name: str) -> None:
+    """Warn (once per export) that ``format_name`` files lose a fastText model's n-gram vectors."""
+    if model.ngrams is not None:
+        logger.warning(
+            "%s files cannot hold fastText n-gram vectors: exporting without them "
+            "(unknown words get no vector; the staticsem format keeps them)",
+            format_name,
+        )
 
 
 def require_file(path: Path) -> Path:

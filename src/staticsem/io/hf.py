@@ -6,6 +6,7 @@ ids and sentence-transformers' mean over a zero row keeps the direction, so both
 in-vocabulary text. What they cannot reproduce: the lower-case retry for cased vocabularies and the
 subword-prefix fallback for unknown words (they skip such words). Our own subword tokenizer is kept
 beside the export as ``staticsem_subword_tokenizer.json`` so that reading the folder back is lossless.
+A fastText model's n-gram table is not exported (a warning says so).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from staticsem.errors import ModelFormatError
 from staticsem.io.atomic import atomic_folder
-from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
+from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer, warn_dropped_ngrams
 from staticsem.quantize import dequantize
 
 if TYPE_CHECKING:
@@ -120,9 +121,10 @@ def word_tokenizer(vocab: list[str]) -> Tokenizer:
     return tokenizer
 
 
-def _export_pieces(model: StaticModel) -> tuple[Tokenizer, np.ndarray]:
+def _export_pieces(model: StaticModel, format_name: str) -> tuple[Tokenizer, np.ndarray]:
     if UNK in model:
         raise ModelFormatError(f"the vocabulary holds {UNK!r}, which the export needs for unknown words")
+    warn_dropped_ngrams(model, format_name)
     matrix = dequantize(model.vectors, model.scales)
     return word_tokenizer(model.vocab), np.vstack([matrix, np.zeros((1, model.dim), np.float32)])
 
@@ -142,7 +144,7 @@ def _dump(path: Path, value: Any) -> None:
 
 def write_model2vec(model: StaticModel, path: Path) -> Path:
     """Write a folder that ``model2vec.StaticModel.from_pretrained`` (and sentence-transformers) load."""
-    tokenizer, matrix = _export_pieces(model)
+    tokenizer, matrix = _export_pieces(model, "model2vec")
     config = {
         "model_type": "model2vec",
         "architectures": ["StaticModel"],
@@ -175,7 +177,7 @@ def write_model2vec(model: StaticModel, path: Path) -> Path:
 
 def write_sentence_transformers(model: StaticModel, path: Path) -> Path:
     """Write a sentence-transformers folder: StaticEmbedding (mean) + Normalize."""
-    tokenizer, matrix = _export_pieces(model)
+    tokenizer, matrix = _export_pieces(model, "sentence-transformers")
     with atomic_folder(path) as tmp:
         save_file({"embedding.weight": matrix}, str(tmp / "model.safetensors"))
         _write_common(model, tmp, tokenizer, tmp)

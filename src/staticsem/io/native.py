@@ -1,4 +1,9 @@
-"""staticsem's own folder: safetensors + ``vocab.json`` + optional ``tokenizer.json`` + ``config.json``."""
+"""staticsem's own folder: safetensors + ``vocab.json`` + optional ``tokenizer.json`` + ``config.json``.
+
+fastText models add an ``ngrams`` tensor (buckets × D) and a ``subwords`` config entry (type, minn, maxn,
+buckets, lowercase). The table is stored as the matrix's dtype, except for int8 models: float16 (one
+scale per bucket would cost as much as the int8 savings, and unknown words are rare).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from safetensors.numpy import save_file
 from staticsem.errors import ModelFormatError
 from staticsem.io.atomic import atomic_folder
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
+from staticsem.ngrams import NgramTable
 from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
 from staticsem.version import __version__
 
@@ -51,6 +57,9 @@ def save(
     tensors = {"embeddings": np.ascontiguousarray(stored)}
     if scales is not None:
         tensors["scales"] = scales
+    if model.ngrams is not None:
+        table_dtype = DType.FLOAT32 if dtype is DType.FLOAT32 else DType.FLOAT16
+        tensors["ngrams"] = quantize(model.ngrams.vectors, table_dtype)[0]
     config: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -64,6 +73,8 @@ def save(
     }
     if dtype is DType.INT8:
         config["int8_scale"] = scale.value
+    if model.ngrams is not None:
+        config["subwords"] = model.ngrams.config()
     with atomic_folder(path) as tmp:
         save_file(tensors, str(tmp / "model.safetensors"))
         (tmp / "vocab.json").write_text(json.dumps(model.vocab, ensure_ascii=False), encoding="utf-8")
@@ -91,6 +102,9 @@ def load(path: Path) -> StaticModel:
     if scales is not None and scales.size == 1:
         scales = np.full(len(vocab), float(scales.reshape(-1)[0]), dtype=np.float32)
     with naming(path):
+        ngrams = None
+        if "subwords" in config or "ngrams" in tensors:
+            ngrams = NgramTable.from_config(config.get("subwords"), tensors.get("ngrams"))
         return StaticModel(
-            vocab, tensors["embeddings"], scales=scales, tokenizer=tokenizer, metadata=metadata
+            vocab, tensors["embeddings"], scales=scales, tokenizer=tokenizer, ngrams=ngrams, metadata=metadata
         )

@@ -18,7 +18,7 @@ import numpy as np
 
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.io.atomic import atomic_file
-from staticsem.io.common import naming
+from staticsem.io.common import naming, warn_dropped_ngrams
 from staticsem.quantize import dequantize
 
 if TYPE_CHECKING:
@@ -183,6 +183,7 @@ def write(model: StaticModel, path: Path, kind: str) -> Path:
     bad = next((w for w in model.vocab if len(w.split()) != 1 or w != w.strip()), None)
     if bad is not None:
         raise InputError(f"word {bad!r} contains whitespace, which {kind} files cannot hold")
+    warn_dropped_ngrams(model, kind)
     matrix = dequantize(model.vectors, model.scales)
     with atomic_file(path) as tmp, gzip.open(tmp, "wb") if path.suffix == ".gz" else tmp.open("wb") as out:
         if kind != "glove":
