@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -11,6 +12,7 @@ from tokenizers import Tokenizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
 from staticsem.distillation.teacher import TeacherBatch
+from staticsem.errors import InputError
 
 
 def word_vector(word: str, width: int) -> np.ndarray:
@@ -28,6 +30,7 @@ class FakeTeacher:
 
     id = "fake-teacher"
     hidden_size = 16
+    num_layers = 2
     lowercases = True
 
     def __init__(
@@ -38,7 +41,12 @@ class FakeTeacher:
         self.batches = 0
         self.sentences = 0
 
-    def forward(self, texts: list[str]) -> TeacherBatch:
+    def check_layer(self, layer: int | None) -> None:
+        if layer is not None and not -3 <= layer <= 2:
+            raise InputError(f"layer must be within -3..2 for this teacher, got {layer}")
+
+    def forward(self, texts: list[str], layer: int | None = None) -> TeacherBatch:
+        """Layer L mixes in L/2 of the sentence context (layer 0: the word vectors alone)."""
         if self.fail_after is not None and self.batches >= self.fail_after:
             raise KeyboardInterrupt
         if self.sleep_after is not None and self.batches >= self.sleep_after:
@@ -48,6 +56,7 @@ class FakeTeacher:
         pieces = [BertPreTokenizer().pre_tokenize_str(t) for t in texts]
         width = max(len(p) for p in pieces) + 2
         states = torch.zeros(len(texts), width, self.hidden_size)
+        contexts = torch.zeros(len(texts), width, self.hidden_size)
         own = torch.zeros(len(texts), width, dtype=torch.bool)
         offsets = torch.zeros(len(texts), width, 2, dtype=torch.int64)
         for b, tokens in enumerate(pieces):
@@ -56,10 +65,40 @@ class FakeTeacher:
                 if tokens
                 else np.zeros((0, 16))
             )
-            context = vectors.mean(axis=0) if len(vectors) else 0.0
+            context = torch.from_numpy(vectors.mean(axis=0)) if len(vectors) else 0.0
             for i, (_, span) in enumerate(tokens):
-                states[b, i + 1] = torch.from_numpy(vectors[i] + 0.3 * context)
+                states[b, i + 1] = torch.from_numpy(vectors[i])
+                contexts[b, i + 1] = context
                 own[b, i + 1] = True
                 offsets[b, i + 1] = torch.tensor(span)
-        mean = (states * own[..., None]).sum(1) / own.sum(1, keepdim=True).clamp(min=1)
+        last = states + 0.3 * contexts
+        mean = (last * own[..., None]).sum(1) / own.sum(1, keepdim=True).clamp(min=1)
+        if layer is not None:
+            states += 0.3 * (layer % 3) / 2 * contexts
+        else:
+            states = last
         return TeacherBatch(states, own, offsets, torch.nn.functional.normalize(mean, dim=-1))
+
+
+TOPICS = [
+    ["cat", "dog", "kitten", "puppy", "pet", "fur", "bark"],
+    ["tax", "law", "court", "judge", "money", "bank"],
+    ["river", "water", "boat", "fish", "lake", "rain"],
+    ["music", "song", "guitar", "band", "sing", "drum"],
+]
+COMMON = ["the", "a", "of", "and", "is", "was", "in", "on"]
+
+
+def write_corpus(path: Path, count: int = 1200, seed: int = 0) -> Path:
+    """Sentences mixing one topic's words with common words, one per line."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for _ in range(count):
+        topic = TOPICS[rng.integers(len(TOPICS))]
+        words = list(rng.choice(topic, size=rng.integers(2, 5))) + list(
+            rng.choice(COMMON, size=rng.integers(2, 5))
+        )
+        rng.shuffle(words)
+        lines.append(" ".join(words).capitalize() + ".")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

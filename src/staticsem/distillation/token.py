@@ -58,10 +58,10 @@ def distill_token(
         tqdm(chunks, desc="teacher passes", unit="batch", disable=not show_progress)
     ):
 
-        def make(chunk: list[int] = chunk) -> np.ndarray:
-            return teacher.embed_alone([words[i] for i in chunk])
+        def make(chunk: list[int] = chunk) -> dict[str, np.ndarray]:
+            return {"states": teacher.embed_alone([words[i] for i in chunk])}
 
-        raw[chunk] = store.compute(index, make) if store is not None else make()
+        raw[chunk] = (store.compute(index, make) if store is not None else make())["states"]
     vectors = reduce_dims(raw, dim, seed)
     if sif is not None:
         vectors *= zipf_weights(len(words), sif)[:, None]

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
+from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.corpus import CorpusOptions
+from staticsem.distillation.sampling import build_vocabulary, count_words
 from staticsem.errors import InputError
 from staticsem.text import split_words
 
@@ -44,3 +50,48 @@ def read_word_list(path: Path, limit: int | None = None) -> list[str]:
     if not words:
         raise InputError(f"{path}: holds no usable words")
     return words
+
+
+def vocabulary_key(
+    corpus_prints: Sequence[dict[str, Any]],
+    teacher: str | None,
+    size: int,
+    min_count: int,
+    options: CorpusOptions,
+    listed: str | None,
+) -> str:
+    """Key of the vocabulary step: corpus content (not its path), teacher, sizes and the word list."""
+    words = [] if listed is None else read_word_list(Path(listed))
+    return fingerprint(
+        {
+            "corpus": [p.get("sha256") or p["source"] for p in corpus_prints],
+            "teacher": teacher or "default",
+            "size": size,
+            "min": min_count,
+            "options": asdict(options),
+        },
+        words,
+    )
+
+
+def vocabulary_step(
+    sentences: Iterable[str],
+    lowercase: bool,
+    size: int,
+    min_count: int,
+    listed: str | None,
+    show_progress: bool = True,
+) -> dict[str, Any]:
+    """Count the corpus once; keep the top ``size`` words (or the listed ones) with their counts."""
+    counts, total = count_words(sentences, lowercase, show_progress)
+    words = None if listed is None else read_word_list(Path(listed))
+    if words is not None and lowercase:
+        words = list(dict.fromkeys(w.lower() for w in words))
+    vocab = build_vocabulary(counts, size, min_count, words)
+    return {
+        "words": vocab,
+        "counts": [counts[w] for w in vocab],
+        "sentences": total,
+        "tokens": sum(counts.values()),
+        "lowercase": lowercase,
+    }

