@@ -237,3 +237,16 @@ def test_exports_drop_the_ngrams_with_one_warning(
     assert len(warnings) == 1
     back = staticsem.load(path)
     assert back.ngrams is None and back.vocab == ft_model.vocab
+
+
+def test_cli_info_and_neighbours_of_an_unknown_word(ft_model: StaticModel, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from staticsem.cli import app
+
+    path = ft_model.save(tmp_path / "ft")
+    info = CliRunner().invoke(app, ["info", str(path)])
+    assert info.exit_code == 0 and "fastText n-grams (3-6 chars, 997 buckets)" in info.stdout
+    neighbours = CliRunner().invoke(app, ["neighbors", str(path), "dogs", "-k", "2"])
+    assert neighbours.exit_code == 0, neighbours.stderr
+    assert all(word in neighbours.stdout for word, _ in staticsem.load(path).most_similar("dogs", 2))

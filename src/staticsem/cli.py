@@ -6,13 +6,16 @@ import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from staticsem.errors import StaticsemError
+
+if TYPE_CHECKING:
+    from staticsem.model import StaticModel
 
 app = typer.Typer(
     add_completion=False,
@@ -163,11 +166,19 @@ def info(model: ModelArg) -> None:
         ("dims", static.dim),
         ("dtype", static.dtype),
         ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
-        ("subword fallback", "yes" if static.tokenizer is not None else "no"),
+        ("subword fallback", _fallback(static)),
         *_metadata_rows(static.metadata),
     ]:
         table.add_row(key, str(value))
     out.print(table)
+
+
+def _fallback(model: StaticModel) -> str:
+    """How unknown words are looked up: fastText n-grams, a subword prefix, or not at all."""
+    if model.ngrams is not None:
+        table = model.ngrams
+        return f"fastText n-grams ({table.minn}-{table.maxn} chars, {table.buckets:,} buckets)"
+    return "subword prefix" if model.tokenizer is not None else "no"
 
 
 def _metadata_rows(metadata: dict[str, Any]) -> list[tuple[str, str]]:
