@@ -192,3 +192,33 @@ def test_ase_takes_stage_one_from_the_chosen_layer(corpus_dir: Path, subword_tok
         staticsem.distill(
             "ase", corpus=[str(corpus_dir / "corpus.txt")], out=corpus_dir / "m", stages=("pca",)
         )
+
+
+@pytest.mark.slow
+def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from staticsem.cli import app
+    from staticsem.distillation.teacher import Teacher
+
+    corpus = str(corpus_dir / "corpus.txt")
+    common = ["--corpus", corpus, "--vocab-size", "40", "--min-count", "2", "--dtype", "float32"]
+    runs = {
+        "x2s": ["--method", "x2static", "--context", "paragraph", "--epochs", "3"],
+        "ase": ["--method", "ase", "--layer", "2", "--sentences-per-word", "5"],
+        "w2v": ["--method", "word2vec", "--epochs", "2", "--dim", "16"],
+    }
+    for name, args in runs.items():
+        result = CliRunner().invoke(app, ["distill", "--out", str(corpus_dir / name), *common, *args])
+        assert result.exit_code == 0, result.stderr
+    x2s, ase, w2v = (staticsem.load(corpus_dir / name) for name in runs)
+    assert x2s.dim == ase.dim == 384 and w2v.dim == 16
+    assert x2s.metadata["method"] == "x2static" and x2s.metadata["teacher_passes"] < 600 / 3
+    assert ase.metadata["settings"]["layer"] == 2 and "cat" in ase and "cat" in w2v
+    assert ase.similarity("cat", "kitten") > ase.similarity("cat", "tax")
+    # a sentence's context is the mean of the real teacher's states over its own tokens
+    teacher = Teacher()
+    sentence = "The cat sat on the mat."
+    context = group_contexts(teacher, [[sentence]])[0]
+    tokens = teacher.model.encode(sentence, output_value="token_embeddings", convert_to_numpy=True)
+    np.testing.assert_allclose(context, tokens[1:-1].mean(0), rtol=1e-4, atol=1e-5)  # without [CLS]/[SEP]
