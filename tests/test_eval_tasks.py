@@ -223,3 +223,45 @@ def test_clustering_v_measure(tmp_path: Path) -> None:
     assert got["toy"] == pytest.approx(100.0) and got["toy_std"] == pytest.approx(0.0)
     one_cluster = Clustering(tmp_path, runs=1)(BagEncoder(["x"]))  # nothing tells the labels apart
     assert one_cluster["toy"] < 100.0
+
+
+def test_bitext_retrieval_top1_in_both_directions(tmp_path: Path) -> None:
+    from staticsem.eval.bitext import BitextRetrieval
+
+    write(tmp_path / "parallel" / "en-de-train.tsv", ["never\tread"])  # training files are skipped
+    write(tmp_path / "parallel" / "tatoeba.tsv", ["dog\tHund", "cat\tKatze", "tree\tBaum", "cat\tKatze"])
+    table = {
+        "dog": [1, 0, 0],
+        "cat": [0, 1, 0],
+        "tree": [0, 0, 1],
+        "Hund": [1, 0.1, 0],
+        "Katze": [0.9, 1, 0],  # closer to "cat" than to "dog"
+        "Baum": [1, 0, 0.2],  # closest to "dog": "tree" misses it, "Baum" finds "dog"
+    }
+    task = BitextRetrieval(tmp_path)
+    assert task.datasets == ["tatoeba"] and len(task.files) == 1
+    metrics = task(TableEncoder(table))
+    # en→de: dog→Hund, cat→Katze, tree→Baum (the only German text with a tree component), cat→Katze
+    # de→en: Hund→dog, Katze→cat, Baum→dog (wrong), Katze→cat (the duplicate pair: the same text counts)
+    assert metrics["tatoeba/left-right"] == pytest.approx(100.0)
+    assert metrics["tatoeba/right-left"] == pytest.approx(75.0)
+    assert metrics["tatoeba"] == metrics["mean"] == pytest.approx(87.5)
+
+
+def test_cross_lingual_sts_reads_its_own_folder(tmp_path: Path) -> None:
+    from staticsem.eval.sts import CrossLingualSTS
+
+    write(tmp_path / "sts" / "stsb-dev.tsv", STS_B)  # not read by the cross-lingual task
+    write(
+        tmp_path / "xsts" / "stsb-dev-en-de.tsv",
+        ["4\tthe dog\tder Hund", "1\tthe dog\tdie Katze", "2\tcat\tHund"],
+    )
+    table = {"the dog": [1, 0], "der Hund": [1, 0.1], "die Katze": [0, 1], "cat": [0.2, 1], "Hund": [1, 0.3]}
+    task = CrossLingualSTS(tmp_path)
+    assert task.name == "xsts" and task.datasets == ["stsb-dev-en-de"]
+    gold, a, b = [4, 1, 2], [[1, 0], [1, 0], [0.2, 1]], [[1, 0.1], [0, 1], [1, 0.3]]
+    cosines = [np.dot(x, y) / np.linalg.norm(x) / np.linalg.norm(y) for x, y in zip(a, b, strict=True)]
+    assert task(TableEncoder(table))["mean"] == pytest.approx(100 * spearmanr(gold, cosines).statistic)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no \\*.tsv files"):
+        CrossLingualSTS(tmp_path / "empty")

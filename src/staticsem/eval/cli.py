@@ -24,7 +24,10 @@ DataOpt = Annotated[
     typer.Option(
         "--data",
         envvar="STATICSEM_DATA",
-        help="Evaluation data folder (sts/, wordsim/, classification/, retrieval/, clustering/, auxiliary/).",
+        help=(
+            "Evaluation data folder (sts/, wordsim/, classification/, retrieval/, clustering/, auxiliary/; "
+            "parallel/ for bitext retrieval, xsts/ for cross-lingual STS)."
+        ),
     ),
 ]
 

@@ -21,10 +21,11 @@ _PACKAGES = ("numpy", "scipy", "scikit-learn", "tokenizers", "torch", "sentence-
 
 
 def _factories() -> dict[str, Callable[[Path, int], Evaluator]]:
+    from staticsem.eval.bitext import BitextRetrieval
     from staticsem.eval.classification import Classification
     from staticsem.eval.clustering import Clustering
     from staticsem.eval.retrieval import Retrieval
-    from staticsem.eval.sts import STS
+    from staticsem.eval.sts import STS, CrossLingualSTS
     from staticsem.eval.wordsim import Analogy, WordSimilarity
 
     return {
@@ -34,10 +35,12 @@ def _factories() -> dict[str, Callable[[Path, int], Evaluator]]:
         "classification": lambda data, seed: Classification(data, seed=seed),
         "retrieval": lambda data, seed: Retrieval(data),
         "clustering": lambda data, seed: Clustering(data, seed=seed),
+        "bitext": lambda data, seed: BitextRetrieval(data),
+        "xsts": lambda data, seed: CrossLingualSTS(data),
     }
 
 
-TASK_NAMES = ("wordsim", "analogy", "sts", "classification", "retrieval", "clustering")
+TASK_NAMES = ("wordsim", "analogy", "sts", "classification", "retrieval", "clustering", "bitext", "xsts")
 
 
 def build_tasks(

@@ -34,13 +34,14 @@ class STS(Evaluator):
     """
 
     name = "sts"
+    dirs: tuple[str, ...] = STS_DIRS
 
     def __init__(self, data_dir: str | Path, files: Sequence[str] | None = None) -> None:
         super().__init__()
         if files is None:
-            found = [p.name for p in sorted(find_dir(data_dir, STS_DIRS).glob("*.tsv"))]
+            found = [p.name for p in sorted(find_dir(data_dir, self.dirs).glob("*.tsv"))]
             files = [f for f in ORDER if f in found] + [f for f in found if f not in ORDER]
-        self.pairs = self._read_pairs(data_dir, files, STS_DIRS, score_column=0)
+        self.pairs = self._read_pairs(data_dir, files, self.dirs, score_column=0)
         self.datasets = list(self.pairs)
         self.settings = {"similarity": "cosine", "correlation": "spearman, one per file"}
 
@@ -58,3 +59,10 @@ class STS(Evaluator):
             b = vectors[[row[t] for t in second]]
             metrics[stem] = spearman100(gold, np.einsum("ij,ij->i", a, b))
         return with_mean(metrics, self.datasets)
+
+
+class CrossLingualSTS(STS):
+    """STS whose two sentences are in different languages (``xsts/``: ``score<TAB>en<TAB>de``)."""
+
+    name = "xsts"
+    dirs = ("xsts",)
