@@ -102,3 +102,26 @@ def write_corpus(path: Path, count: int = 1200, seed: int = 0) -> Path:
         lines.append(" ".join(words).capitalize() + ".")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def german(word: str) -> str:
+    """The fake second language: every word gets a ``z`` prefix (names stay as they are)."""
+    return word if word == "tom" else "z" + word
+
+
+def write_parallel(folder: Path, count: int = 1200, seed: int = 1) -> tuple[Path, Path, Path]:
+    """English-like and "German" corpora (``english.txt``, ``german.txt``) and their pairs (``pairs.tsv``).
+
+    Every sentence holds the name ``tom``, written alike in both languages.
+    """
+    source = write_corpus(folder / "english.txt", count, seed)
+    english = [f"Tom {line[0].lower()}{line[1:]}" for line in source.read_text(encoding="utf-8").splitlines()]
+    translated = [
+        " ".join(german(w) for w in line.rstrip(".").lower().split()).capitalize() + "." for line in english
+    ]
+    source.write_text("\n".join(english) + "\n", encoding="utf-8")
+    (folder / "german.txt").write_text("\n".join(translated) + "\n", encoding="utf-8")
+    (folder / "pairs.tsv").write_text(
+        "".join(f"{e}\t{g}\n" for e, g in zip(english, translated)), encoding="utf-8"
+    )
+    return source, folder / "german.txt", folder / "pairs.tsv"

@@ -16,7 +16,9 @@ EPILOG = (
     "`staticsem distill --method x2static --context paragraph --corpus wiki.txt.gz --out models/x2s`;  "
     "`staticsem distill --method ase --layer 2 --corpus wiki.txt.gz --out models/ase`;  "
     "`staticsem distill --method fasttext --corpus wiki.txt.gz --out models/ft` (gensim, no teacher);  "
-    "`staticsem distill --method token --out models/m2v-style` (no corpus)."
+    "`staticsem distill --method token --out models/m2v-style` (no corpus);  "
+    "`staticsem distill --teacher me5-small --prompt query --corpus en=en.txt --corpus de=de.txt "
+    "--objective both --parallel en-de.tsv --out models/en-de` (cross-lingual)."
 )
 METHOD_HELP = (
     "swe (corpus, sentence PCA, distillation), ase (stage 1 alone), x2static, token (no corpus), "
@@ -35,7 +37,27 @@ def distill(
     ] = None,
     corpus: Annotated[
         list[str] | None,
-        typer.Option(help="Text file (.txt, .gz, .jsonl; - for stdin; repeatable) or 'embedded'."),
+        typer.Option(
+            help="Text file (.txt, .gz, .jsonl; - for stdin; repeatable) or 'embedded'; "
+            "swe/ase: LANG=FILE tags a language (several languages make a cross-lingual model)."
+        ),
+    ] = None,
+    languages: Annotated[
+        str | None,
+        typer.Option(help="swe/ase: split an untagged corpus into these languages (e.g. en,de; py3langid)."),
+    ] = None,
+    objective: Annotated[
+        str, typer.Option(help="swe: stage-3 training: kd, contrastive (needs --parallel) or both.")
+    ] = "kd",
+    parallel: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="swe: sentence pairs (left<TAB>right per line; repeatable) for contrastive training."
+        ),
+    ] = None,
+    prompt: Annotated[
+        str | None,
+        typer.Option(help="swe/ase: teacher prompt name (e.g. query) or text put before each sentence."),
     ] = None,
     vocabulary: Annotated[
         Path | None,
@@ -74,7 +96,7 @@ def distill(
     dtype: Annotated[str, typer.Option(help="Storage: float16, float32 or int8.")] = "float16",
     seed: int = 0,
     keep_work: Annotated[
-        bool, typer.Option(help="swe: keep the work folder for reruns with other settings.")
+        bool, typer.Option(help="Corpus methods: keep the work folder for reruns with other settings.")
     ] = True,
     trust_remote_code: Annotated[
         bool, typer.Option(help="Allow the teacher's own code from the hub.")
@@ -86,6 +108,8 @@ def distill(
 
     logging.getLogger("staticsem").setLevel(logging.INFO)
     options: dict[str, Any] = {}
+    if (parallel or objective != "kd") and method != "swe":
+        raise InputError("--objective and --parallel are for the swe method")
     if method != "token":
         options["corpus"] = tuple(corpus or ["embedded"])
         options["max_words"] = max_words
@@ -101,9 +125,12 @@ def distill(
             remove_top=remove_top,
             kd=KDSettings(max_steps=kd_max_steps),
             layer=layer,
+            languages=tuple(x.strip() for x in (languages or "").split(",") if x.strip()),
+            prompt=prompt,
         )
         if method == "swe":
             options["stages"] = tuple(s.strip() for s in stages.split(",") if s.strip())
+            options.update(objective=objective, parallel=tuple(str(p) for p in parallel or ()))
     elif method == "x2static":
         options.update(context=context, max_corpus_sentences=max_sentences)
         if epochs is not None:

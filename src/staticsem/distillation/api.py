@@ -56,10 +56,12 @@ def distill(
         through the teacher; no corpus), ``word2vec`` / ``fasttext`` (gensim on the corpus; no teacher).
     :param out: folder to save the model to; work files live beside it in ``.NAME.work`` (or ``work_dir``,
         which several runs of one method may share to reuse their steps).
-    :param corpus: text files (``.txt``, ``.gz``, ``.jsonl``), ``-`` or ``embedded`` (corpus methods).
+    :param corpus: text files (``.txt``, ``.gz``, ``.jsonl``), ``-`` or ``embedded`` (corpus methods);
+        ``LANG=FILE`` tags a language, and two or more languages give a cross-lingual swe/ase model.
     :param options: method settings: the fields of ``SWESettings`` (swe, ase: e.g. ``sentences_per_word``,
-        ``layer``), ``X2StaticSettings`` (x2static: e.g. ``context``, ``epochs``), the keywords of
-        ``distill_classic`` (word2vec, fasttext: e.g. ``sg``, ``epochs``), ``sif``/``batch_size`` (token).
+        ``layer``, ``objective``/``parallel`` for contrastive training, ``languages``, ``prompt``),
+        ``X2StaticSettings`` (x2static: e.g. ``context``, ``epochs``), the keywords of ``distill_classic``
+        (word2vec, fasttext: e.g. ``sg``, ``epochs``), ``sif``/``batch_size`` (token).
     :raises InputError: for unknown methods or options, bad sizes, unreadable inputs.
     """
     try:
@@ -109,6 +111,9 @@ def distill(
             if "stages" in options:
                 raise InputError("the ase method is stage 1 alone; --stages is for swe")
             common["stages"] = ("extract",)
+    for name in ("parallel", "languages"):  # lists of paths or codes become the settings' tuples
+        if name in options and not isinstance(options[name], str):
+            options[name] = tuple(str(item) for item in options[name])
     unknown = sorted(set(options) - {f.name for f in fields(settings_type)})
     if unknown:
         raise InputError(f"unknown {method.value} options: {', '.join(unknown)}")

@@ -16,7 +16,6 @@ fixed ``seed`` (more threads interleave their updates in an arbitrary order).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import logging
 import time
@@ -204,7 +203,7 @@ def distill_classic(
     metadata = {
         "method": settings["algorithm"],
         "trainer": f"gensim {gensim.__version__}",
-        "settings": {**settings, "corpus_options": dataclasses.asdict(options)},
+        "settings": {**settings, "corpus_options": options.key()},
         "corpus": fingerprint_sources(corpus),
         "sentences": int(model.corpus_count),
         "vocabulary": len(wv),

@@ -3,6 +3,8 @@
 Lines are split into sentences with blingfire; sentences outside ``min_words..max_words`` are skipped
 (the teacher must read a sentence whole). Nothing is loaded whole: a gigantic line is read in 1 MiB
 pieces. ``embedded`` names the Debian dictionary corpus of ``staticsem.distillation.embedded``.
+A source may carry a language tag (``de=news.txt``) for cross-lingual runs; an untagged corpus can be
+split by language with py3langid (``CorpusOptions.language`` among ``languages``).
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import gzip
 import hashlib
 import json
 import logging
+import re
 import sys
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, cast
 
@@ -34,6 +37,37 @@ class CorpusOptions:
     max_words: int = 64
     text_field: str = "text"
     max_sentences: int | None = None
+    language: str | None = None  # keep only sentences identified as this language ...
+    languages: tuple[str, ...] = ()  # ... among these (py3langid)
+
+    def key(self) -> dict[str, object]:
+        """The options as a dict for step keys (language fields only when set)."""
+        return {k: v for k, v in asdict(self).items() if k not in ("language", "languages") or v}
+
+
+_TAG = re.compile(r"^([a-z]{2,3}(?:[-_][A-Za-z0-9]+)?)=(.+)$")
+
+
+def untag(source: str) -> tuple[str | None, str]:
+    """Split ``LANG=PATH`` into its language and path (an existing file named so stays untagged)."""
+    match = _TAG.match(source)
+    if match is None or Path(source).exists():
+        return None, source
+    return match.group(1), match.group(2)
+
+
+def _identifier(language: str, languages: Sequence[str]) -> Callable[[str], bool]:
+    """A test for "this sentence is in ``language``" among ``languages`` (py3langid)."""
+    try:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    except ImportError:
+        raise InputError("splitting a corpus by language needs `pip install py3langid`") from None
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE)
+    try:
+        identifier.set_languages(list(languages))
+    except ValueError as exc:
+        raise InputError(f"language identification: {exc}") from None
+    return lambda sentence: bool(identifier.classify(sentence)[0] == language)
 
 
 def _open(path: Path) -> IO[bytes]:
@@ -62,6 +96,7 @@ def _cut(piece: bytes) -> int:
 
 def _raw_lines(source: str) -> Iterator[tuple[str, int, bytes]]:
     """(name, line number, bytes); a line over 1 MiB comes in pieces cut between sentences."""
+    source = untag(source)[1]
     if source == "-":
         handle: IO[bytes] = sys.stdin.buffer
         name = "<stdin>"
@@ -92,6 +127,7 @@ def _raw_lines(source: str) -> Iterator[tuple[str, int, bytes]]:
 
 def iter_texts(source: str, text_field: str = "text") -> Iterator[str]:
     """Texts of one corpus source: lines, or the ``text_field`` of each JSON line of a ``.jsonl``."""
+    source = untag(source)[1]
     if source == EMBEDDED:
         from staticsem.distillation.embedded import embedded_texts
 
@@ -127,6 +163,7 @@ def iter_sentences(sources: Sequence[str], options: CorpusOptions = CorpusOption
     from blingfire import text_to_sentences
 
     findall = word_pattern().findall
+    keep = _identifier(options.language, options.languages) if options.language else None
     seen: set[bytes] = set()
     emitted = 0
     for source in sources:
@@ -138,7 +175,7 @@ def iter_sentences(sources: Sequence[str], options: CorpusOptions = CorpusOption
                 if not options.min_words <= len(findall(sentence)) <= options.max_words:
                     continue
                 digest = hashlib.blake2b(sentence.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-                if digest in seen:
+                if digest in seen or (keep is not None and not keep(sentence)):
                     continue
                 seen.add(digest)
                 yield sentence
@@ -150,7 +187,10 @@ def iter_sentences(sources: Sequence[str], options: CorpusOptions = CorpusOption
 def fingerprint_sources(sources: Sequence[str]) -> list[dict[str, object]]:
     """Name, size and SHA-256 of each corpus file (for the model's config)."""
     prints: list[dict[str, object]] = []
-    for source in sources:
+    for language, source in map(untag, sources):
+        if language:
+            prints.append({"language": language, **fingerprint_sources([source])[0]})
+            continue
         if source == EMBEDDED:
             from staticsem.distillation.embedded import embedded_fingerprint
 
@@ -174,8 +214,9 @@ def check_sources(sources: Sequence[str]) -> None:
     """Fail early, naming the source, when a corpus source cannot be used."""
     if not sources:
         raise InputError("no corpus given: pass --corpus FILE (or 'embedded')")
-    if sources.count("-") > 1:
+    paths = [untag(source)[1] for source in sources]
+    if paths.count("-") > 1:
         raise InputError("stdin ('-') can be given only once")
-    for source in sources:
+    for source in paths:
         if source not in (EMBEDDED, "-"):
             _open(Path(source)).close()

@@ -86,6 +86,69 @@ def clip_gradient(table: torch.nn.Parameter, limit: float) -> None:
         torch.nn.utils.clip_grad_norm_([table], limit)
 
 
+class Objective:
+    """One training signal: ``size`` examples, a loss over a batch of them, and which are usable."""
+
+    name = ""
+    size = 0
+
+    def usable(self) -> np.ndarray:
+        """Indices of the examples that have known words."""
+        raise NotImplementedError
+
+    def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
+        """The loss of the examples ``rows`` under the word table ``table``."""
+        raise NotImplementedError
+
+
+class Distillation(Objective):
+    """Stage 3a: sentence means reproduce the teacher's in-batch similarity distributions."""
+
+    name = "kd"
+
+    def __init__(self, model: StaticModel, sentences: Sequence[str], targets: np.ndarray, tau: float) -> None:
+        if len(targets) != len(sentences):
+            raise InputError(f"{len(sentences)} sentences but {len(targets)} teacher embeddings")
+        self.bags, self.tau, self.size = Bags(model, sentences), tau, len(sentences)
+        self.targets = torch.from_numpy(np.asarray(targets, dtype=np.float32))
+
+    def usable(self) -> np.ndarray:
+        return np.flatnonzero(self.bags.counts > 0)
+
+    def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
+        ids, offsets = self.bags.batch(rows)
+        pooled = F.embedding_bag(ids, table, offsets, mode="mean", sparse=sparse)
+        return similarity_loss(pooled, self.targets[rows], self.tau)
+
+
+class Contrastive(Objective):
+    """Stage 3b: InfoNCE over parallel pairs, in-batch negatives, both directions (METHOD.md §1)."""
+
+    name = "contrastive"
+
+    def __init__(self, model: StaticModel, left: Sequence[str], right: Sequence[str], tau: float) -> None:
+        if len(left) != len(right):
+            raise InputError(f"{len(left)} left sentences but {len(right)} right ones")
+        self.sides, self.tau, self.size = (Bags(model, left), Bags(model, right)), tau, len(left)
+
+    def usable(self) -> np.ndarray:
+        return np.flatnonzero((self.sides[0].counts > 0) & (self.sides[1].counts > 0))
+
+    def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
+        pooled = []
+        for side in self.sides:
+            ids, offsets = side.batch(rows)
+            pooled.append(F.embedding_bag(ids, table, offsets, mode="mean", sparse=sparse))
+        return info_nce(pooled[0], pooled[1], self.tau)
+
+
+def info_nce(left: torch.Tensor, right: torch.Tensor, tau: float) -> torch.Tensor:
+    """Cross-entropy against the diagonal of ``norm(left) · norm(right)ᵀ / τ``, in both directions."""
+    scores = F.normalize(left, dim=1) @ F.normalize(right, dim=1).T / tau
+    labels = torch.arange(len(scores))
+    return (F.cross_entropy(scores, labels) + F.cross_entropy(scores.T, labels)) / 2
+
+
 def train_kd(
     model: StaticModel,
     sentences: Sequence[str],
@@ -93,24 +156,55 @@ def train_kd(
     settings: KDSettings = KDSettings(),
     show_progress: bool = True,
 ) -> tuple[StaticModel, dict[str, float]]:
-    """Fine-tune ``model``'s table so sentence means reproduce the teacher's similarities.
+    """Fine-tune ``model``'s table so sentence means reproduce the teacher's similarities."""
+    return train_table(
+        model, [Distillation(model, sentences, targets, settings.tau)], settings, show_progress
+    )
 
-    :param targets: the teacher's sentence embeddings, one row per sentence.
-    :raises InputError: when there are too few usable sentences for a train and a dev split.
+
+class _Split:
+    """An objective's train/dev split and its endless stream of shuffled train batches."""
+
+    def __init__(self, objective: Objective, settings: KDSettings, rng: np.random.Generator) -> None:
+        usable = objective.usable()
+        if len(usable) < 4 * settings.batch_size:
+            raise InputError(
+                f"{objective.name} training needs at least {4 * settings.batch_size} examples with "
+                f"known words, got {len(usable)}"
+            )
+        usable = rng.permutation(usable)
+        dev_size = min(settings.dev_size, len(usable) // 10)
+        self.objective, self.dev, self.train = objective, usable[:dev_size], usable[dev_size:]
+        self.rng, self.size, self.order, self.at = rng, settings.batch_size, np.empty(0, np.int64), 0
+
+    def next_batch(self) -> np.ndarray:
+        if self.at + self.size > len(self.order):
+            self.order, self.at = self.rng.permutation(self.train), 0
+        self.at += self.size
+        return self.order[self.at - self.size : self.at]
+
+    def dev_loss(self, table: torch.Tensor) -> float:
+        parts = [self.dev[i : i + self.size] for i in range(0, len(self.dev), self.size)]
+        return float(np.mean([self.objective.loss(table, p, False).item() for p in parts if len(p) > 1]))
+
+
+def train_table(
+    model: StaticModel,
+    objectives: Sequence[Objective],
+    settings: KDSettings = KDSettings(),
+    show_progress: bool = True,
+) -> tuple[StaticModel, dict[str, float]]:
+    """Fine-tune ``model``'s table on the sum of ``objectives`` (one batch of each per step).
+
+    The summed dev loss every ``eval_every`` steps keeps the best table; training stops after
+    ``patience`` evaluations without improvement or at ``max_steps``.
+
+    :raises InputError: when an objective has too few usable examples for a train and a dev split.
     """
-    if len(targets) != len(sentences):
-        raise InputError(f"{len(sentences)} sentences but {len(targets)} teacher embeddings")
-    bags = Bags(model, sentences)
-    usable = np.flatnonzero(bags.counts > 0)
-    if len(usable) < 4 * settings.batch_size:
-        raise InputError(
-            f"knowledge distillation needs at least {4 * settings.batch_size} sentences with "
-            f"known words, got {len(usable)}"
-        )
+    if not objectives:
+        raise InputError("no training objective given")
     rng = np.random.default_rng(settings.seed)
-    usable = rng.permutation(usable)
-    dev_size = min(settings.dev_size, len(usable) // 10)
-    dev, train = usable[:dev_size], usable[dev_size:]
+    splits = [_Split(objective, settings, rng) for objective in objectives]
     torch.manual_seed(settings.seed)
     table = torch.nn.Parameter(torch.from_numpy(np.array(model.vectors, dtype=np.float32)))
     optimiser: torch.optim.Optimizer = (
@@ -118,51 +212,42 @@ def train_kd(
         if settings.lazy
         else torch.optim.Adam([table], lr=settings.lr)
     )
-    target = torch.from_numpy(np.asarray(targets, dtype=np.float32))
-
-    def loss_of(rows: np.ndarray) -> torch.Tensor:
-        ids, offsets = bags.batch(rows)
-        pooled = F.embedding_bag(ids, table, offsets, mode="mean", sparse=settings.lazy)
-        return similarity_loss(pooled, target[rows], settings.tau)
 
     def dev_loss() -> float:
         with torch.no_grad():
-            parts = [dev[i : i + settings.batch_size] for i in range(0, len(dev), settings.batch_size)]
-            return float(np.mean([loss_of(p).item() for p in parts if len(p) > 1]))
+            return sum(split.dev_loss(table) for split in splits)
 
     best, best_table, stale, step = dev_loss(), table.detach().clone(), 0, 0
     initial, started = best, time.perf_counter()
     progress = tqdm(
-        total=settings.max_steps, desc="distilling", unit=" step", disable=not show_progress, mininterval=2
+        total=settings.max_steps, desc="training", unit=" step", disable=not show_progress, mininterval=2
     )
     while step < settings.max_steps and stale < settings.patience:
-        order = rng.permutation(train)
-        for first in range(0, len(order) - settings.batch_size + 1, settings.batch_size):
-            optimiser.zero_grad()
-            loss_of(order[first : first + settings.batch_size]).backward()
-            clip_gradient(table, settings.clip)
-            optimiser.step()
-            step += 1
-            progress.update(1)
-            if step % settings.eval_every == 0:
-                current = dev_loss()
-                if current < best:
-                    best, best_table, stale = current, table.detach().clone(), 0
-                else:
-                    stale += 1
-                progress.set_postfix(dev=f"{current:.4f}", best=f"{best:.4f}")
-            if step >= settings.max_steps or stale >= settings.patience:
-                break
+        optimiser.zero_grad()
+        loss = sum(split.objective.loss(table, split.next_batch(), settings.lazy) for split in splits)
+        assert isinstance(loss, torch.Tensor)
+        loss.backward()
+        clip_gradient(table, settings.clip)
+        optimiser.step()
+        step += 1
+        progress.update(1)
+        if step % settings.eval_every == 0:
+            current = dev_loss()
+            if current < best:
+                best, best_table, stale = current, table.detach().clone(), 0
+            else:
+                stale += 1
+            progress.set_postfix(dev=f"{current:.4f}", best=f"{best:.4f}")
     progress.close()
-    stats = {
+    stats: dict[str, float] = {
         "steps": step,
         "dev_loss_start": initial,
         "dev_loss_best": best,
-        "train_sentences": len(train),
-        "dev_sentences": len(dev),
+        **{f"{s.objective.name}_train": len(s.train) for s in splits},
+        **{f"{s.objective.name}_dev": len(s.dev) for s in splits},
         "seconds": round(time.perf_counter() - started, 1),
     }
-    logger.info("knowledge distillation: %s", stats)
+    logger.info("training (%s): %s", "+".join(s.objective.name for s in splits), stats)
     metadata = {**model.metadata, "kd": {**asdict(settings), **stats}}
     trained = StaticModel(model.vocab, best_table.numpy(), tokenizer=model.tokenizer, metadata=metadata)
     return trained, stats

@@ -1,4 +1,8 @@
-"""The SWE pipeline (METHOD.md §1): vocabulary → sentence choice → extraction → sentence PCA → distillation.
+"""The SWE pipeline (METHOD.md §1): vocabulary → sentence choice → extraction → sentence PCA → training.
+
+Training is knowledge distillation (stage 3a), contrastive learning on parallel pairs (stage 3b) or
+both. With corpora in several languages (``en=a.txt de=b.txt``, or one corpus split by language
+identification) the first three steps run per language and a merge step joins their vocabularies.
 
 Every step writes its result to a work folder beside the output, tagged with a key made of the
 settings it depends on. A rerun reuses each step whose key still matches (so changing ``--dim``
@@ -18,9 +22,11 @@ from safetensors.numpy import load_file, save_file
 
 from staticsem.distillation.abtt import default_remove_top, fit_abtt
 from staticsem.distillation.checkpoint import fingerprint
-from staticsem.distillation.corpus import check_sources
+from staticsem.distillation.corpus import check_sources, fingerprint_sources
+from staticsem.distillation.crosslingual import language_sources, merge_vocabularies
 from staticsem.distillation.extract import extract
-from staticsem.distillation.kd import KDSettings, train_kd
+from staticsem.distillation.kd import Contrastive, Distillation, KDSettings, Objective, train_table
+from staticsem.distillation.parallel import read_pairs
 from staticsem.distillation.sampling import select_sentences
 from staticsem.distillation.steps import StepRun
 from staticsem.errors import InputError
@@ -30,6 +36,7 @@ from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
 STAGES = ("extract", "pca", "kd")
+OBJECTIVES = ("kd", "contrastive", "both")
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,11 @@ class SWESettings:
     remove_top: int | None = None
     dim: int = 256
     kd: KDSettings = field(default_factory=KDSettings)
+    objective: str = "kd"  # stage 3: kd, contrastive (needs parallel) or both
+    parallel: tuple[str, ...] = ()  # sentence-pair files (left<TAB>right) for the contrastive objective
+    languages: tuple[str, ...] = ()  # split an untagged corpus into these languages (py3langid)
+    language: str | None = None  # set on a per-language run of an untagged corpus
+    prompt: str | None = None  # teacher prompt name or text put before every sentence [its default]
     seed: int = 0
     stages: tuple[str, ...] = STAGES
 
@@ -65,7 +77,19 @@ class SWESettings:
                 raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         if not 1 <= self.min_words <= self.max_words:
             raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
+        if self.objective not in OBJECTIVES:
+            raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if (self.objective == "kd") != (not self.parallel):
+            raise InputError(
+                "--parallel PAIRS.tsv goes with --objective contrastive or both"
+                if self.parallel
+                else f"the {self.objective} objective needs --parallel PAIRS.tsv (sentence pairs)"
+            )
+        for path in self.parallel:
+            if not Path(path).is_file():
+                raise InputError(f"{path}: parallel pairs file is missing")
         check_sources(self.corpus)
+        language_sources(self)
 
 
 class Pipeline(StepRun):
@@ -76,24 +100,60 @@ class Pipeline(StepRun):
     def __init__(self, settings: SWESettings, out: Path, *, method: str = "swe", **options: Any) -> None:
         super().__init__(settings, out, **options)
         self.method = method
+        self.subruns = {  # one stage-1 run per language (cross-lingual models), each in its own folder
+            language: Pipeline(
+                replace(
+                    settings,
+                    corpus=sources,
+                    language=language if settings.languages else None,
+                    stages=("extract",),
+                    objective="kd",
+                    parallel=(),
+                ),
+                out,
+                method=method,
+                **{**options, "work_dir": self.work.folder / language},
+            )
+            for language, sources in language_sources(settings).items()
+        }
 
     @functools.cached_property
     def keys(self) -> dict[str, str]:
         """The key of each step: a hash of every setting it depends on."""
         s = self.settings
-        vocab = self.vocabulary_key()
-        select = fingerprint({"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold})
-        layer = {} if s.layer is None else {"layer": s.layer}  # keys of last-layer runs stay as they were
-        extract_key = fingerprint({"select": select, "batch": s.batch_size, **layer})
+        if self.subruns:
+            keys = {
+                "merge": fingerprint(
+                    {"extract": [(lang, r.keys["extract"]) for lang, r in self.subruns.items()]}
+                )
+            }
+            extract_key = keys["merge"]
+        else:
+            vocab = self.vocabulary_key()
+            select = fingerprint({"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold})
+            # keys of last-layer, prompt-less runs stay as they were
+            extra = {k: v for k, v in (("layer", s.layer), ("prompt", s.prompt)) if v is not None}
+            extract_key = fingerprint({"select": select, "batch": s.batch_size, **extra})
+            keys = {"vocab": vocab, "select": select, "extract": extract_key}
         pca = fingerprint(
             {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
         )
-        kd = fingerprint({"pca": pca, "kd": asdict(s.kd)})
-        return {"vocab": vocab, "select": select, "extract": extract_key, "pca": pca, "kd": kd}
+        objective = {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
+        kd = fingerprint({"pca": pca, "kd": asdict(s.kd), **objective})
+        return {**keys, "pca": pca, "kd": kd}
+
+    def _pair_prints(self) -> list[Any]:
+        return [p["sha256"] for p in fingerprint_sources(self.settings.parallel)]
 
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step, save the model to ``out`` and return it."""
-        self.run_steps(("vocab", "select", *self.settings.stages), self.keys)
+        for language, run in self.subruns.items():
+            run._teacher = run._teacher or self._teacher  # one teacher for every language
+            run.run_steps(("vocab", "select", "extract"), run.keys)
+            self._teacher = run._teacher
+            self.records.update({f"{step}-{language}": record for step, record in run.records.items()})
+        first = ("merge",) if self.subruns else ("vocab", "select", "extract")
+        self.run_steps((*first, *self.settings.stages[1:]), self.keys)
         final = self.settings.stages[-1]
         model = load(self.work.folder / {"extract": "stage1", "pca": "stage2", "kd": "stage3"}[final])
         model.metadata = self._metadata()
@@ -102,6 +162,11 @@ class Pipeline(StepRun):
         return model
 
     # ------------------------------------------------------------------ steps
+    @property
+    def chosen(self) -> dict[str, Any]:
+        """The record holding the chosen sentences (``select``, or ``merge`` for several languages)."""
+        return self.records["merge" if self.subruns else "select"]
+
     def _select(self) -> dict[str, Any]:
         vocab = self.records["vocab"]
         counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
@@ -154,7 +219,7 @@ class Pipeline(StepRun):
 
     def _pca(self) -> dict[str, Any]:
         stage1 = load(self.work.folder / "stage1")
-        sentences = self.records["select"]["sentences"]
+        sentences = self.chosen["sentences"]
         rng = np.random.default_rng(self.settings.seed)
         sample = [
             sentences[i] for i in sorted(rng.permutation(len(sentences))[: self.settings.pca_sentences])
@@ -186,19 +251,62 @@ class Pipeline(StepRun):
             "removed_variance": float(abtt.explained[:top].sum()),
         }
 
+    def _merge(self) -> dict[str, Any]:
+        """Join the languages' stage-1 tables (identical strings averaged) and their chosen sentences."""
+        runs = self.subruns
+        tables = {
+            lang: (m.vocab, m.vectors)
+            for lang, m in ((g, load(r.work.folder / "stage1")) for g, r in runs.items())
+        }
+        words, vectors, shared = merge_vocabularies(tables)
+        first = load(next(iter(runs.values())).work.folder / "stage1")
+        StaticModel(
+            words, vectors, tokenizer=first.tokenizer, metadata={"method": self.method, "stage": "extract"}
+        ).save(self.work.folder / "stage1", dtype="float32")
+        embeddings = [
+            load_file(str(r.work.folder / "stage1.safetensors"))["embeddings"] for r in runs.values()
+        ]
+        with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
+            save_file({"embeddings": np.concatenate(embeddings)}, str(tmp))
+        counts: dict[str, int] = {}
+        for run in runs.values():
+            for word, count in zip(
+                run.records["vocab"]["words"], run.records["vocab"]["counts"], strict=True
+            ):
+                counts[word] = counts.get(word, 0) + count
+        stats = [r.records["select"]["stats"] for r in runs.values()]
+        return {
+            "sentences": [s for r in runs.values() for s in r.records["select"]["sentences"]],
+            "words": words,
+            "counts": [counts.get(w, 0) for w in words],
+            "stats": {k: sum(st[k] for st in stats) for k in ("sentences_chosen", "reference_passes")},
+            "languages": {
+                lang: {
+                    "words": len(tables[lang][0]),
+                    "shared_with_earlier": shared[lang],
+                    **r.records["select"]["stats"],
+                }
+                for lang, r in runs.items()
+            },
+            "words_seen": len(words),
+        }
+
     def _kd(self) -> dict[str, Any]:
         stage2 = load(self.work.folder / "stage2")
-        targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
-        settings = replace(self.settings.kd, seed=self.settings.seed)
-        trained, stats = train_kd(
-            stage2, self.records["select"]["sentences"], targets, settings, self.progress
-        )
+        s = self.settings
+        objectives: list[Objective] = []
+        if s.objective in ("kd", "both"):
+            targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
+            objectives.append(Distillation(stage2, self.chosen["sentences"], targets, s.kd.tau))
+        if s.objective in ("contrastive", "both"):
+            objectives.append(Contrastive(stage2, *read_pairs(s.parallel), s.kd.tau))
+        trained, stats = train_table(stage2, objectives, replace(s.kd, seed=s.seed), self.progress)
         trained.save(self.work.folder / "stage3", dtype="float32")
-        return stats
+        return {"objective": s.objective, **stats}
 
     # ------------------------------------------------------------------ outputs
     def _metadata(self) -> dict[str, Any]:
-        select = self.records["select"]["stats"]
+        select = self.chosen["stats"]
         return self.metadata(select["sentences_chosen"], reference_passes=select["reference_passes"])
 
     def _write_analysis(self) -> None:
@@ -207,7 +315,7 @@ class Pipeline(StepRun):
             return
         stage1 = load(self.work.folder / "stage1")
         abtt = load_file(str(self.work.folder / "abtt.safetensors"))
-        vocab = self.records["vocab"]
+        vocab = self.records["merge" if self.subruns else "vocab"]
         corpus_counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
         counts = np.array([corpus_counts[w] for w in stage1.vocab], dtype=np.int64)  # corpus frequency
         tensors = {

@@ -56,15 +56,24 @@ class StepRun:
         self._teacher = teacher
         self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
         self.corpus_prints = fingerprint_sources(settings.corpus)
+        language = getattr(settings, "language", None)  # a per-language run of an untagged corpus
         self.options = CorpusOptions(
-            settings.min_words, settings.max_words, max_sentences=settings.max_corpus_sentences
+            settings.min_words,
+            settings.max_words,
+            max_sentences=settings.max_corpus_sentences,
+            language=language,
+            languages=tuple(getattr(settings, "languages", ())) if language else (),
         )
 
     @property
     def teacher(self) -> Teacher:
         """The teacher, loaded on first use (steps that are reused do not need it)."""
         if self._teacher is None:
-            self._teacher = Teacher(self.settings.teacher, trust_remote_code=self.trust_remote_code)
+            self._teacher = Teacher(
+                self.settings.teacher,
+                trust_remote_code=self.trust_remote_code,
+                prompt=getattr(self.settings, "prompt", None),
+            )
         return self._teacher
 
     def sentences(self) -> Iterator[str]:

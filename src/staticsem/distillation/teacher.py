@@ -53,6 +53,17 @@ def _quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(level)
 
 
+def trim_offsets(texts: Sequence[str], offsets: torch.Tensor) -> torch.Tensor:
+    """Token offsets whose start skips leading whitespace (SentencePiece's "▁word" spans its space)."""
+    starts, ends = offsets[..., 0].tolist(), offsets[..., 1].tolist()
+    for text, row_starts, row_ends in zip(texts, starts, ends, strict=True):
+        for t, (start, end) in enumerate(zip(row_starts, row_ends, strict=True)):
+            while start < end and text[start].isspace():
+                start += 1
+            row_starts[t] = start
+    return torch.stack([torch.tensor(starts, dtype=offsets.dtype), offsets[..., 1]], dim=-1)
+
+
 @dataclass
 class TeacherBatch:
     """What one teacher pass over a batch of texts yields."""
@@ -77,6 +88,7 @@ class Teacher:
         device: str = "cpu",
         trust_remote_code: bool = False,
         threads: int | None = None,
+        prompt: str | None = None,
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
@@ -97,6 +109,15 @@ class Teacher:
         self.max_length = int(first.max_seq_length or 512)
         self.hidden_size = int(self.transformer.config.hidden_size)
         self.num_layers = int(getattr(self.transformer.config, "num_hidden_layers", 0))
+        self.prompt = self._prompt_text(prompt)
+
+    def _prompt_text(self, prompt: str | None) -> str:
+        """The text put before every input: a prompt name of the teacher, literal text, or its default."""
+        prompts: dict[str, str] = dict(getattr(self.model, "prompts", None) or {})
+        if prompt is None:
+            default = getattr(self.model, "default_prompt_name", None)
+            return prompts.get(default, "") if default else ""
+        return prompts.get(prompt, prompt)
 
     def check_layer(self, layer: int | None) -> None:
         """Raise ``InputError`` unless ``layer`` names a hidden state (0 = embeddings, -1 = last layer)."""
@@ -130,8 +151,9 @@ class Teacher:
         :param layer: hidden state to return as ``states`` (0 = embedding layer, -1 = last);
             ``None`` for the last layer. The sentence embedding always comes from the teacher's output.
         """
+        prompted = [self.prompt + text for text in texts]
         batch = self.tokenizer(
-            list(texts),
+            prompted,
             padding=True,
             truncation=True,
             max_length=self.max_length,
@@ -139,8 +161,8 @@ class Teacher:
             return_offsets_mapping=True,
             return_special_tokens_mask=True,
         )
-        offsets = batch.pop("offset_mapping")
-        special = batch.pop("special_tokens_mask").bool()
+        offsets = trim_offsets(prompted, batch.pop("offset_mapping")) - len(self.prompt)
+        special = batch.pop("special_tokens_mask").bool() | (offsets[..., 0] < 0)  # prompt tokens
         output = self.transformer(**batch, output_hidden_states=layer is not None)
         last = output.last_hidden_state
         states = last if layer is None else output.hidden_states[layer]

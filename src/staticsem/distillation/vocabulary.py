@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +67,7 @@ def vocabulary_key(
             "teacher": teacher or "default",
             "size": size,
             "min": min_count,
-            "options": asdict(options),
+            "options": options.key(),
         },
         words,
     )
