@@ -122,6 +122,6 @@ def write_parallel(folder: Path, count: int = 1200, seed: int = 1) -> tuple[Path
     source.write_text("\n".join(english) + "\n", encoding="utf-8")
     (folder / "german.txt").write_text("\n".join(translated) + "\n", encoding="utf-8")
     (folder / "pairs.tsv").write_text(
-        "".join(f"{e}\t{g}\n" for e, g in zip(english, translated)), encoding="utf-8"
+        "".join(f"{e}\t{g}\n" for e, g in zip(english, translated, strict=True)), encoding="utf-8"
     )
     return source, folder / "german.txt", folder / "pairs.tsv"

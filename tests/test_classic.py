@@ -205,3 +205,9 @@ def empty_sources(tmp_path: Path) -> Iterator[dict[str, list[str]]]:
 def test_unusable_corpora_are_input_errors(empty_sources: dict[str, list[str]], case: str) -> None:
     with pytest.raises(InputError, match=case):
         distill_classic(empty_sources[case], algorithm="fasttext", **FAST)
+
+
+def test_a_word_list_is_refused_not_ignored(corpus: Path, tmp_path: Path) -> None:
+    (tmp_path / "words.txt").write_text("cat\ndog\n", encoding="utf-8")
+    with pytest.raises(InputError, match="word2vec takes its vocabulary from the corpus"):
+        staticsem.distill("word2vec", corpus=[str(corpus)], vocabulary=tmp_path / "words.txt")

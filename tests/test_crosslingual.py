@@ -223,7 +223,9 @@ def test_english_only_contrastive_on_pairs(parallel_dir: Path, subword_tokenizer
     teacher = FakeTeacher(subword_tokenizer)  # type: ignore[arg-type]
     english_pairs = parallel_dir / "en-en.tsv"
     lines = (parallel_dir / "english.txt").read_text(encoding="utf-8").splitlines()
-    english_pairs.write_text("".join(f"{a}\t{b}\n" for a, b in zip(lines, lines[1:])), encoding="utf-8")
+    english_pairs.write_text(
+        "".join(f"{a}\t{b}\n" for a, b in zip(lines, lines[1:], strict=False)), encoding="utf-8"
+    )
     model = build(
         parallel_dir,
         teacher,

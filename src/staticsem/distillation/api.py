@@ -86,6 +86,11 @@ def distill(
             **options,
         )
     if method in (Method.WORD2VEC, Method.FASTTEXT):
+        if vocabulary is not None:
+            raise InputError(
+                f"{method.value} takes its vocabulary from the corpus (vocab_size, min_count); "
+                "a word list is for swe, ase, x2static and token"
+            )
         return _distill_classic(method, out, corpus, vocab_size, dim, seed, dtype, show_progress, options)
     if out is None:
         raise InputError(f"the {method.value} method needs an output folder (it keeps checkpoints beside it)")
