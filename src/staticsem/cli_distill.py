@@ -55,6 +55,13 @@ def distill(
             help="swe: sentence pairs (left<TAB>right per line; repeatable) for contrastive training."
         ),
     ] = None,
+    splitter: Annotated[
+        str,
+        typer.Option(
+            help="swe/ase: word splitting: words (spaces and punctuation) or subword (Chinese, Japanese, "
+            "Thai... runs become the teacher's subword pieces)."
+        ),
+    ] = "words",
     prompt: Annotated[
         str | None,
         typer.Option(help="swe/ase: teacher prompt name (e.g. query) or text put before each sentence."),
@@ -127,6 +134,7 @@ def distill(
             layer=layer,
             languages=tuple(x.strip() for x in (languages or "").split(",") if x.strip()),
             prompt=prompt,
+            splitter=splitter,
         )
         if method == "swe":
             options["stages"] = tuple(s.strip() for s in stages.split(",") if s.strip())

@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.ngrams import ComposedRows, NgramTable
 from staticsem.quantize import dequantize
-from staticsem.text import UNKNOWN, WordLookup
+from staticsem.text import UNKNOWN, WordLookup, make_splitter
 
 _STORED_DTYPES = (np.float32, np.float16, np.int8)
 _COMPOSED_BYTES = 256 << 20  # composed unknown-word rows are dropped between batches beyond this
@@ -45,6 +45,8 @@ class StaticModel:
     :param scales: for int8 matrices, the float32 scale of each row (V values).
     :param tokenizer: subword tokenizer used to find a known prefix of unknown words.
     :param ngrams: fastText n-gram table giving unknown words a vector (tried before the tokenizer).
+    :param splitter: name of the word-splitting rule (``staticsem.text.register_splitter``): ``words``
+        (default) or ``subword`` (unspaced scripts such as Chinese split into the tokenizer's pieces).
     :param metadata: teacher, method, settings and anything else worth keeping with the model.
     :raises ModelFormatError: when the pieces do not fit together (the message carries the numbers).
     """
@@ -58,6 +60,7 @@ class StaticModel:
         tokenizer: Tokenizer | None = None,
         ngrams: NgramTable | None = None,
         metadata: dict[str, Any] | None = None,
+        splitter: str = "words",
     ) -> None:
         self.vocab = list(vocab)
         self.vectors = vectors
@@ -66,9 +69,13 @@ class StaticModel:
         self.ngrams = ngrams
         self.metadata: dict[str, Any] = dict(metadata or {})
         self._validate()
+        try:
+            self.splitter = make_splitter(splitter, tokenizer)
+        except ValueError as exc:
+            raise ModelFormatError(str(exc)) from None
         self._composed = None if ngrams is None else ComposedRows(ngrams, len(self.vocab))
         fallback = None if self._composed is None else self._composed.row
-        self._lookup = WordLookup(self.vocab, tokenizer, fallback)
+        self._lookup = WordLookup(self.vocab, tokenizer, fallback, self.splitter)
         self._unit_cache: np.ndarray | None = None
 
     def _validate(self) -> None:
@@ -305,6 +312,7 @@ class StaticModel:
             tokenizer=self.tokenizer,
             ngrams=None if self.ngrams is None else self.ngrams.truncate(dim),
             metadata=meta,
+            splitter=self.splitter.name,
         )
 
     def save(self, path: str | Path, **options: Any) -> Path:

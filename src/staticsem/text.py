@@ -6,6 +6,10 @@ A word is looked up exactly, then lower-cased; an unknown word then goes to the 
 (fastText models: a row composed from its character n-grams, id >= V), else is split by the attached
 subword tokenizer and the longest prefix (whole subwords, trailing ones dropped) found in the vocabulary
 is used. Resolved words are cached, so each distinct word is resolved once.
+
+Word splitting is pluggable (``register_splitter``): ``words`` is the rule above; ``subword`` keeps it
+but cuts runs of scripts written without spaces (Chinese, Japanese, Thai, Lao, Khmer, Myanmar) into the
+subword tokenizer's pieces, so that there a word is one teacher piece. A model records its splitter.
 """
 
 from __future__ import annotations
@@ -41,6 +45,94 @@ def split_words(text: str) -> list[str]:
     return word_pattern().findall(text)
 
 
+# Scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]+"
+)
+
+
+class WordSplitter:
+    """The default rule: words are runs of characters that are neither whitespace nor punctuation."""
+
+    name = "words"
+
+    def __init__(self) -> None:
+        self._findall = word_pattern().findall
+
+    def words(self, text: str) -> list[str]:
+        """The words of ``text``."""
+        return self._findall(text)  # type: ignore[no-any-return]
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Start and end of every word of ``text``."""
+        return [m.span() for m in word_pattern().finditer(text)]
+
+
+class SubwordSplitter(WordSplitter):
+    """Words as ``WordSplitter``, except that runs of unspaced scripts become the tokenizer's pieces."""
+
+    name = "subword"
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        super().__init__()
+        self.tokenizer = tokenizer
+
+    def words(self, text: str) -> list[str]:
+        return [text[a:b] for a, b in self.spans(text)]
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        spans: list[tuple[int, int]] = []
+        for start, end in super().spans(text):
+            word, at = text[start:end], 0
+            for run in _UNSPACED.finditer(word):
+                if run.start() > at:
+                    spans.append((start + at, start + run.start()))
+                spans.extend(self._pieces(run.group(), start + run.start()))
+                at = run.end()
+            if at < len(word):
+                spans.append((start + at, end))
+        return spans
+
+    def _pieces(self, run: str, offset: int) -> list[tuple[int, int]]:
+        """The tokenizer's pieces of ``run`` as non-overlapping, non-empty character spans."""
+        pieces: list[tuple[int, int]] = []
+        done = 0
+        for a, b in self.tokenizer.encode(run, add_special_tokens=False).offsets:
+            a = max(a, done)
+            if b > a:
+                pieces.append((offset + a, offset + b))
+                done = b
+        if done < len(run):  # characters the tokenizer dropped stay one word
+            pieces.append((offset + done, offset + len(run)))
+        return pieces
+
+
+SPLITTERS: dict[str, Callable[[Tokenizer | None], WordSplitter]] = {}
+
+
+def register_splitter(name: str, factory: Callable[[Tokenizer | None], WordSplitter]) -> None:
+    """Make ``factory(subword_tokenizer)`` available as the word splitter ``name``."""
+    SPLITTERS[name] = factory
+
+
+def _subword(tokenizer: Tokenizer | None) -> WordSplitter:
+    if tokenizer is None:
+        raise ValueError("the subword splitter needs a subword tokenizer")
+    return SubwordSplitter(tokenizer)
+
+
+register_splitter("words", lambda tokenizer: WordSplitter())
+register_splitter("subword", _subword)
+
+
+def make_splitter(name: str, tokenizer: Tokenizer | None = None) -> WordSplitter:
+    """The registered splitter ``name``; ``ValueError`` for unknown names or a missing tokenizer."""
+    if name not in SPLITTERS:
+        raise ValueError(f"unknown word splitter {name!r}; registered: {', '.join(sorted(SPLITTERS))}")
+    return SPLITTERS[name](tokenizer)
+
+
 class WordLookup:
     """Maps words to rows with the exact → lower-case → fallback → subword-prefix rule.
 
@@ -52,10 +144,12 @@ class WordLookup:
         vocab: Sequence[str],
         tokenizer: Tokenizer | None = None,
         fallback: Callable[[str], int | None] | None = None,
+        splitter: WordSplitter | None = None,
     ) -> None:
         self.index: dict[str, int] = {word: i for i, word in enumerate(vocab)}
         self.tokenizer = tokenizer
         self.fallback = fallback
+        self.splitter = splitter or WordSplitter()
         self._cache: dict[str, int] = dict(self.index)
 
     def forget(self) -> None:
@@ -89,7 +183,7 @@ class WordLookup:
 
     def ids(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
         """Flat row ids (``UNKNOWN`` included) and the number of words of each text."""
-        findall = word_pattern().findall
+        findall = self.splitter.words
         cache = self._cache
         get = cache.get
         resolve = self.resolve

@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 
 from staticsem.distillation.teacher import Teacher
 from staticsem.io.atomic import atomic_file
-from staticsem.text import word_pattern
+from staticsem.text import WordSplitter
 
 logger = logging.getLogger(__name__)
 
@@ -48,16 +48,20 @@ def length_batches(sentences: Sequence[str], batch_size: int) -> list[np.ndarray
 
 
 def _occurrences(
-    texts: Sequence[str], offsets: np.ndarray, own: np.ndarray, index: dict[str, int], lowercase: bool
+    texts: Sequence[str],
+    offsets: np.ndarray,
+    own: np.ndarray,
+    index: dict[str, int],
+    lowercase: bool,
+    splitter: WordSplitter,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Token positions (flat b*T+t), their occurrence number, and each occurrence's word id."""
-    finditer = word_pattern().finditer
     positions: list[int] = []
     occurrence_of: list[int] = []
     words: list[int] = []
     width = offsets.shape[1]
     for b, text in enumerate(texts):
-        spans = [(m.start(), m.end(), m.group()) for m in finditer(text)]
+        spans = [(start, end, text[start:end]) for start, end in splitter.spans(text)]
         starts = [start for start, _, _ in spans]
         ids: dict[int, int] = {}  # span number → occurrence number
         for t in np.flatnonzero(own[b]):
@@ -105,11 +109,14 @@ def extract(
     save_every: float = 180.0,
     show_progress: bool = True,
     layer: int | None = None,
+    splitter: WordSplitter | None = None,
 ) -> Extraction:
     """Run the teacher over ``sentences`` once and gather stage-1 states for ``vocab``.
 
     :param layer: teacher layer whose token states are averaged (``None``: the last; ASE uses any).
+    :param splitter: how texts split into words (default: spaces and punctuation).
     """
+    splitter = splitter or WordSplitter()
     index = {w: i for i, w in enumerate(vocab)}
     batches = length_batches(sentences, batch_size)
     sums = torch.zeros(len(vocab), teacher.hidden_size)
@@ -138,7 +145,7 @@ def extract(
             embeddings = np.zeros((len(sentences), out.sentence.shape[1]), np.float32)
         embeddings[chosen] = out.sentence.numpy()
         positions, occurrence_of, words = _occurrences(
-            texts, out.offsets.numpy(), out.own.numpy(), index, lowercase
+            texts, out.offsets.numpy(), out.own.numpy(), index, lowercase, splitter
         )
         if len(words):
             flat = out.states.reshape(-1, out.states.shape[-1])[torch.from_numpy(positions)]

@@ -249,5 +249,11 @@ def train_table(
     }
     logger.info("training (%s): %s", "+".join(s.objective.name for s in splits), stats)
     metadata = {**model.metadata, "kd": {**asdict(settings), **stats}}
-    trained = StaticModel(model.vocab, best_table.numpy(), tokenizer=model.tokenizer, metadata=metadata)
+    trained = StaticModel(
+        model.vocab,
+        best_table.numpy(),
+        tokenizer=model.tokenizer,
+        metadata=metadata,
+        splitter=model.splitter.name,
+    )
     return trained, stats

@@ -33,6 +33,7 @@ from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file
 from staticsem.model import StaticModel
+from staticsem.text import SPLITTERS
 
 logger = logging.getLogger(__name__)
 STAGES = ("extract", "pca", "kd")
@@ -64,6 +65,7 @@ class SWESettings:
     languages: tuple[str, ...] = ()  # split an untagged corpus into these languages (py3langid)
     language: str | None = None  # set on a per-language run of an untagged corpus
     prompt: str | None = None  # teacher prompt name or text put before every sentence [its default]
+    splitter: str = "words"  # word splitting: words, or subword (unspaced scripts: the teacher's pieces)
     seed: int = 0
     stages: tuple[str, ...] = STAGES
 
@@ -88,6 +90,10 @@ class SWESettings:
         for path in self.parallel:
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
+        if self.splitter not in SPLITTERS:
+            raise InputError(
+                f"unknown word splitter {self.splitter!r}; choose from {', '.join(sorted(SPLITTERS))}"
+            )
         check_sources(self.corpus)
         language_sources(self)
 
@@ -178,6 +184,7 @@ class Pipeline(StepRun):
             vocab["lowercase"],
             self.settings.select_threshold,
             self.progress,
+            self.splitter.words,
         )
         return {"sentences": chosen.sentences, "stats": chosen.stats}
 
@@ -195,6 +202,7 @@ class Pipeline(StepRun):
             save_every=self.save_every,
             show_progress=self.progress,
             layer=self.settings.layer,
+            splitter=self.splitter,
         )
         seen = np.flatnonzero(result.counts > 0)
         if len(seen) == 0:
@@ -205,6 +213,7 @@ class Pipeline(StepRun):
             result.vectors()[seen],
             tokenizer=self.teacher.subword_tokenizer,
             metadata={"method": self.method, "stage": "extract"},
+            splitter=self.splitter.name,
         )
         stage1.save(self.work.folder / "stage1", dtype="float32")
         with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
@@ -232,6 +241,7 @@ class Pipeline(StepRun):
             abtt.apply(stage1.vectors),
             tokenizer=stage1.tokenizer,
             metadata={"method": "swe", "stage": "pca"},
+            splitter=stage1.splitter.name,
         )
         stage2.save(self.work.folder / "stage2", dtype="float32")
         with atomic_file(self.work.folder / "abtt.safetensors") as tmp:
@@ -254,14 +264,16 @@ class Pipeline(StepRun):
     def _merge(self) -> dict[str, Any]:
         """Join the languages' stage-1 tables (identical strings averaged) and their chosen sentences."""
         runs = self.subruns
-        tables = {
-            lang: (m.vocab, m.vectors)
-            for lang, m in ((g, load(r.work.folder / "stage1")) for g, r in runs.items())
-        }
+        stage1 = {lang: load(run.work.folder / "stage1") for lang, run in runs.items()}
+        tables = {lang: (model.vocab, model.vectors) for lang, model in stage1.items()}
         words, vectors, shared = merge_vocabularies(tables)
-        first = load(next(iter(runs.values())).work.folder / "stage1")
+        first = next(iter(stage1.values()))
         StaticModel(
-            words, vectors, tokenizer=first.tokenizer, metadata={"method": self.method, "stage": "extract"}
+            words,
+            vectors,
+            tokenizer=first.tokenizer,
+            metadata={"method": self.method, "stage": "extract"},
+            splitter=first.splitter.name,
         ).save(self.work.folder / "stage1", dtype="float32")
         embeddings = [
             load_file(str(r.work.folder / "stage1.safetensors"))["embeddings"] for r in runs.values()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,14 +25,17 @@ from staticsem.text import word_pattern
 logger = logging.getLogger(__name__)
 
 
-def sentence_words(sentence: str, lowercase: bool) -> list[str]:
-    """Words of a sentence as the vocabulary sees them."""
-    words = word_pattern().findall(sentence)
+Split = Callable[[str], list[str]]
+
+
+def sentence_words(sentence: str, lowercase: bool, split: Split | None = None) -> list[str]:
+    """Words of a sentence as the vocabulary sees them (``split``: the word splitter's ``words``)."""
+    words = (split or word_pattern().findall)(sentence)
     return [w.lower() for w in words] if lowercase else words
 
 
 def count_words(
-    sentences: Iterable[str], lowercase: bool, show_progress: bool = True
+    sentences: Iterable[str], lowercase: bool, show_progress: bool = True, split: Split | None = None
 ) -> tuple[Counter[str], int]:
     """Word counts over a sentence stream, and the number of sentences."""
     counts: Counter[str] = Counter()
@@ -40,7 +43,7 @@ def count_words(
     for sentence in tqdm(
         sentences, desc="counting words", unit=" sent", disable=not show_progress, mininterval=2
     ):
-        counts.update(sentence_words(sentence, lowercase))
+        counts.update(sentence_words(sentence, lowercase, split))
         total += 1
     if total == 0:
         raise InputError("the corpus holds no usable sentence (empty, or no line within the word limits)")
@@ -91,6 +94,7 @@ def select_sentences(
     lowercase: bool,
     threshold: float = 1.0,
     show_progress: bool = True,
+    split: Split | None = None,
 ) -> Selection:
     """Choose sentences so that each vocabulary word gets about ``per_word`` occurrences."""
     index = {w: i for i, w in enumerate(vocab)}
@@ -103,7 +107,7 @@ def select_sentences(
     )
     for sentence in progress:
         seen += 1
-        ids = [index[w] for w in sentence_words(sentence, lowercase) if w in index]
+        ids = [index[w] for w in sentence_words(sentence, lowercase, split) if w in index]
         if not ids:
             continue
         urgency = 0.0

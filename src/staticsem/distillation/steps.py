@@ -3,6 +3,7 @@ the streamed corpus, and named steps that are reused from the work folder while 
 
 from __future__ import annotations
 
+import functools
 import logging
 import resource
 from collections.abc import Iterator, Mapping, Sequence
@@ -14,6 +15,8 @@ from staticsem.distillation.checkpoint import Work, timed, work_folder
 from staticsem.distillation.corpus import CorpusOptions, fingerprint_sources, iter_sentences
 from staticsem.distillation.teacher import DEFAULT_TEACHER, Teacher
 from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
+from staticsem.errors import InputError
+from staticsem.text import WordSplitter, make_splitter
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +79,17 @@ class StepRun:
             )
         return self._teacher
 
+    @functools.cached_property
+    def splitter(self) -> WordSplitter:
+        """How texts split into words (``subword`` needs the teacher's tokenizer, so loads the teacher)."""
+        name = getattr(self.settings, "splitter", "words")
+        if name == "words":
+            return WordSplitter()
+        try:
+            return make_splitter(name, self.teacher.subword_tokenizer)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
+
     def sentences(self) -> Iterator[str]:
         """The corpus sentences, streamed afresh."""
         return iter_sentences(self.settings.corpus, self.options)
@@ -83,14 +97,21 @@ class StepRun:
     def vocabulary_key(self) -> str:
         """Key of the vocabulary step (corpus content, teacher, sizes, word list)."""
         s = self.settings
+        splitter = getattr(s, "splitter", "words")
         return vocabulary_key(
-            self.corpus_prints, s.teacher, s.vocab_size, s.min_count, self.options, s.vocabulary
+            self.corpus_prints, s.teacher, s.vocab_size, s.min_count, self.options, s.vocabulary, splitter
         )
 
     def _vocab(self) -> dict[str, Any]:
         s = self.settings
         return vocabulary_step(
-            self.sentences(), self.teacher.lowercases, s.vocab_size, s.min_count, s.vocabulary, self.progress
+            self.sentences(),
+            self.teacher.lowercases,
+            s.vocab_size,
+            s.min_count,
+            s.vocabulary,
+            self.progress,
+            self.splitter.words,
         )
 
     def run_steps(self, steps: Sequence[str], keys: Mapping[str, str]) -> None:

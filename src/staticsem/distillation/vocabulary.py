@@ -9,7 +9,7 @@ from typing import Any
 
 from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.corpus import CorpusOptions
-from staticsem.distillation.sampling import build_vocabulary, count_words
+from staticsem.distillation.sampling import Split, build_vocabulary, count_words
 from staticsem.errors import InputError
 from staticsem.text import split_words
 
@@ -58,9 +58,11 @@ def vocabulary_key(
     min_count: int,
     options: CorpusOptions,
     listed: str | None,
+    splitter: str = "words",
 ) -> str:
-    """Key of the vocabulary step: corpus content (not its path), teacher, sizes and the word list."""
+    """Key of the vocabulary step: corpus content (not its path), teacher, sizes, splitter, word list."""
     words = [] if listed is None else read_word_list(Path(listed))
+    split = {} if splitter == "words" else {"splitter": splitter}  # keys of default runs stay as they were
     return fingerprint(
         {
             "corpus": [p.get("sha256") or p["source"] for p in corpus_prints],
@@ -68,6 +70,7 @@ def vocabulary_key(
             "size": size,
             "min": min_count,
             "options": options.key(),
+            **split,
         },
         words,
     )
@@ -80,9 +83,10 @@ def vocabulary_step(
     min_count: int,
     listed: str | None,
     show_progress: bool = True,
+    split: Split | None = None,
 ) -> dict[str, Any]:
     """Count the corpus once; keep the top ``size`` words (or the listed ones) with their counts."""
-    counts, total = count_words(sentences, lowercase, show_progress)
+    counts, total = count_words(sentences, lowercase, show_progress, split)
     words = None if listed is None else read_word_list(Path(listed))
     if words is not None and lowercase:
         words = list(dict.fromkeys(w.lower() for w in words))

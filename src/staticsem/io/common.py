@@ -33,12 +33,19 @@ def naming(path: Path) -> Iterator[None]:
 
 
 def warn_dropped_ngrams(model: StaticModel, format_name: str) -> None:
-    """Warn (once per export) that ``format_name`` files lose a fastText model's n-gram vectors."""
+    """Warn (once per export) that ``format_name`` files lose n-gram vectors or the word splitter."""
     if model.ngrams is not None:
         logger.warning(
             "%s files cannot hold fastText n-gram vectors: exporting without them "
             "(unknown words get no vector; the staticsem format keeps them)",
             format_name,
+        )
+    if model.splitter.name != "words":
+        logger.warning(
+            "%s files do not record the %r word splitter: readers split words at spaces and "
+            "punctuation only (the staticsem format keeps it)",
+            format_name,
+            model.splitter.name,
         )
 
 

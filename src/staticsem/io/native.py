@@ -75,6 +75,8 @@ def save(
         config["int8_scale"] = scale.value
     if model.ngrams is not None:
         config["subwords"] = model.ngrams.config()
+    if model.splitter.name != "words":
+        config["word_splitter"] = model.splitter.name
     with atomic_folder(path) as tmp:
         save_file(tensors, str(tmp / "model.safetensors"))
         (tmp / "vocab.json").write_text(json.dumps(model.vocab, ensure_ascii=False), encoding="utf-8")
@@ -106,5 +108,11 @@ def load(path: Path) -> StaticModel:
         if "subwords" in config or "ngrams" in tensors:
             ngrams = NgramTable.from_config(config.get("subwords"), tensors.get("ngrams"))
         return StaticModel(
-            vocab, tensors["embeddings"], scales=scales, tokenizer=tokenizer, ngrams=ngrams, metadata=metadata
+            vocab,
+            tensors["embeddings"],
+            scales=scales,
+            tokenizer=tokenizer,
+            ngrams=ngrams,
+            metadata=metadata,
+            splitter=str(config.get("word_splitter", "words")),
         )
