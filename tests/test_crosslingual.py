@@ -263,3 +263,20 @@ def test_cli_rejects_contrastive_options_for_other_methods(parallel_dir: Path) -
     result = runner.invoke(app, [*common, "--objective", "contrastive"])
     assert result.exit_code != 0 and "needs --parallel" in result.output
     assert not (parallel_dir / "m").exists()
+
+
+@pytest.mark.slow
+def test_teacher_prompt_is_read_but_belongs_to_no_word() -> None:
+    from staticsem.distillation.teacher import Teacher
+
+    texts = ["A man plays the guitar.", "Zwei Hunde spielen im Schnee."]
+    plain, prompted = Teacher(), Teacher(prompt="query: ")
+    out, with_prompt = plain.forward(texts), prompted.forward(texts)
+    assert prompted.prompt == "query: " and plain.prompt == ""
+    for b, text in enumerate(texts):
+        own = with_prompt.own[b].numpy()
+        spans = [text[s:e] for s, e in with_prompt.offsets[b][own].tolist()]
+        assert spans == [text[s:e] for s, e in out.offsets[b][out.own[b]].tolist()]  # same word pieces
+    expected = prompted.model.encode(texts, prompt="query: ", normalize_embeddings=True)
+    np.testing.assert_allclose(with_prompt.sentence.numpy(), expected, atol=1e-5)
+    assert not np.allclose(with_prompt.sentence.numpy(), out.sentence.numpy(), atol=1e-3)
