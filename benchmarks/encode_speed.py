@@ -68,8 +68,9 @@ def _cpu_seconds() -> float:
     return time.process_time() + children.ru_utime + children.ru_stime
 
 
-def child(kind: str, model_path: str, data: Path, count: int, repeats: int, setting: int,
-          pinned: bool) -> None:
+def child(
+    kind: str, model_path: str, data: Path, count: int, repeats: int, setting: int, pinned: bool
+) -> None:
     """Measure one configuration in this (fresh) process and print one JSON line."""
     if pinned:
         os.sched_setaffinity(0, {0})
@@ -109,9 +110,14 @@ def child(kind: str, model_path: str, data: Path, count: int, repeats: int, sett
     started = time.perf_counter()
     out = run()
     cold = time.perf_counter() - started
-    result: dict[str, Any] = {"rss_start_kib": rss_start, "rss_import_kib": rss_import,
-                              "rss_load_kib": rss_load, "cold_s": cold, "shape": list(out.shape),
-                              "dtype": str(out.dtype)}
+    result: dict[str, Any] = {
+        "rss_start_kib": rss_start,
+        "rss_import_kib": rss_import,
+        "rss_load_kib": rss_load,
+        "cold_s": cold,
+        "shape": list(out.shape),
+        "dtype": str(out.dtype),
+    }
     if kind.startswith("rss-"):
         result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     else:
@@ -121,8 +127,14 @@ def child(kind: str, model_path: str, data: Path, count: int, repeats: int, sett
             out = run()
             times.append(time.perf_counter() - started)
             cpu.append(_cpu_seconds() - cpu_started)
-        result.update(times_s=times, best_s=min(times), cpu_s=cpu, best_cpu_s=min(cpu),
-                      threads=_status_kib("Threads"), affinity=sorted(os.sched_getaffinity(0)))
+        result.update(
+            times_s=times,
+            best_s=min(times),
+            cpu_s=cpu,
+            best_cpu_s=min(cpu),
+            threads=_status_kib("Threads"),
+            affinity=sorted(os.sched_getaffinity(0)),
+        )
         if check is not None:
             result["identical_to_workers1"] = check(out)
     print("RESULT " + json.dumps(result), flush=True)
@@ -131,33 +143,57 @@ def child(kind: str, model_path: str, data: Path, count: int, repeats: int, sett
 def spawn(kind: str, model: Path, args: Any, setting: int, pinned: bool) -> dict[str, Any]:
     """Run ``child`` in a fresh interpreter and return its JSON result."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(common.ONE_THREAD_ENV if pinned else {})}
-    command = [sys.executable, __file__, "--child", kind, "--child-model", str(model),
-               "--data", str(args.data), "--sentences", str(args.sentences), "--repeats", str(args.repeats),
-               "--child-setting", str(setting)]
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        kind,
+        "--child-model",
+        str(model),
+        "--data",
+        str(args.data),
+        "--sentences",
+        str(args.sentences),
+        "--repeats",
+        str(args.repeats),
+        "--child-setting",
+        str(setting),
+    ]
     if pinned:
         command.append("--child-pinned")
     done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
         raise RuntimeError(f"{kind} child failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    return dict(json.loads(lines[-1][len("RESULT "):]))
+    return dict(json.loads(lines[-1][len("RESULT ") :]))
 
 
 def main() -> None:
     parser = common.base_parser(__doc__)
     parser.add_argument("--sentences", type=int, default=20_000, help="first N corpus lines (default 20000)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs after the warm-up (best is kept)")
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="measure every setup this many times, interleaved, in fresh processes; the best "
-                             "round is kept (use 3+ on a machine shared with other work)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every setup this many times, interleaved, in fresh processes; the best "
+        "round is kept (use 3+ on a machine shared with other work)",
+    )
     parser.add_argument("--child", help=SUPPRESS)
     parser.add_argument("--child-model", help=SUPPRESS)
     parser.add_argument("--child-setting", type=int, default=0, help=SUPPRESS)
     parser.add_argument("--child-pinned", action="store_true", help=SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.child_model, args.data, args.sentences, args.repeats, args.child_setting,
-              args.child_pinned)
+        child(
+            args.child,
+            args.child_model,
+            args.data,
+            args.sentences,
+            args.repeats,
+            args.child_setting,
+            args.child_pinned,
+        )
         return
     common.offline()
     _, staticsem_path = common.build_staticsem(args.models, args.data)
@@ -173,11 +209,18 @@ def main() -> None:
     speed: list[dict[str, Any]] = []
     for (label, _, _, pinned), results in zip(SPEED_RUNS, rounds, strict=True):
         best = min(results, key=lambda r: r["best_s"])
-        speed.append({"label": label, "single_thread": pinned, **best, "rounds": results,
-                      "sentences_per_s": args.sentences / best["best_s"],
-                      "worst_round_sentences_per_s": args.sentences / max(r["best_s"] for r in results),
-                      "cold_sentences_per_s": args.sentences / min(r["cold_s"] for r in results),
-                      "sentences_per_cpu_s": args.sentences / min(r["best_cpu_s"] for r in results)})
+        speed.append(
+            {
+                "label": label,
+                "single_thread": pinned,
+                **best,
+                "rounds": results,
+                "sentences_per_s": args.sentences / best["best_s"],
+                "worst_round_sentences_per_s": args.sentences / max(r["best_s"] for r in results),
+                "cold_sentences_per_s": args.sentences / min(r["cold_s"] for r in results),
+                "sentences_per_cpu_s": args.sentences / min(r["best_cpu_s"] for r in results),
+            }
+        )
     base = next(r for r in speed if r["label"] == BASELINE and r["single_thread"])
     for row in speed:
         row["ratio_vs_model2vec_1thread"] = row["sentences_per_s"] / base["sentences_per_s"]
@@ -188,42 +231,93 @@ def main() -> None:
         print(f"measuring memory of {name} ...", flush=True)
         path = paths[name]
         result = spawn(f"rss-{name}", path, args, 0 if name == "model2vec" else 1, True)
-        memory.append({"model": name, "path": str(path), "folder_bytes": common.folder_bytes(path),
-                       "safetensors_bytes": (path / "model.safetensors").stat().st_size, **result})
+        memory.append(
+            {
+                "model": name,
+                "path": str(path),
+                "folder_bytes": common.folder_bytes(path),
+                "safetensors_bytes": (path / "model.safetensors").stat().st_size,
+                **result,
+            }
+        )
 
     print_results(args.sentences, speed, memory)
     check = next(r["identical_to_workers1"] for r in speed if "identical_to_workers1" in r)
     print(f"correctness: staticsem workers=2 output identical to workers=1: {check}")
-    common.save_json(args.output, {
-        "benchmark": "encode_speed", "date": time.strftime("%Y-%m-%d"), "cpu_count": os.cpu_count(),
-        "sentences": args.sentences, "repeats": args.repeats, "rounds": args.rounds, "versions": versions(),
-        "speed": speed, "memory": memory, "workers2_identical": check,
-    })
+    common.save_json(
+        args.output,
+        {
+            "benchmark": "encode_speed",
+            "date": time.strftime("%Y-%m-%d"),
+            "cpu_count": os.cpu_count(),
+            "sentences": args.sentences,
+            "repeats": args.repeats,
+            "rounds": args.rounds,
+            "versions": versions(),
+            "speed": speed,
+            "memory": memory,
+            "workers2_identical": check,
+        },
+    )
 
 
 def print_results(count: int, speed: list[dict[str, Any]], memory: list[dict[str, Any]]) -> None:
     """The throughput and memory tables."""
-    rows = [[r["label"], "1 (core 0)" if r["single_thread"] else "default", f"{r['sentences_per_s']:,.0f}",
-             f"{r['ratio_vs_model2vec_1thread']:.2f}x", f"{r['worst_round_sentences_per_s']:,.0f}",
-             f"{r['cold_sentences_per_s']:,.0f}", f"{r['sentences_per_cpu_s']:,.0f}",
-             f"{r['cpu_ratio_vs_model2vec_1thread']:.2f}x", str(r["threads"])] for r in speed]
-    common.print_table(f"Encoding {count:,} Wikipedia sentences (best of repeats after warm-up, best round)",
-                       ["setup", "threads", "sentences/s", "vs model2vec 1-thread", "worst round",
-                        "cold (1st call)", "sentences/CPU-s", "CPU vs model2vec", "OS threads"], rows)
-    mem_rows = [[m["model"], common.mib(m["safetensors_bytes"]), common.mib(m["folder_bytes"]),
-                 common.mib(m["rss_import_kib"] * 1024), common.mib(m["rss_load_kib"] * 1024),
-                 common.mib(m["peak_rss_kib"] * 1024)] for m in memory]
-    common.print_table(f"Memory: fresh process, load + encode {count:,} sentences once",
-                       ["model", "model.safetensors", "folder on disk", "RSS after import", "RSS after load",
-                        "peak RSS"], mem_rows)
+    rows = [
+        [
+            r["label"],
+            "1 (core 0)" if r["single_thread"] else "default",
+            f"{r['sentences_per_s']:,.0f}",
+            f"{r['ratio_vs_model2vec_1thread']:.2f}x",
+            f"{r['worst_round_sentences_per_s']:,.0f}",
+            f"{r['cold_sentences_per_s']:,.0f}",
+            f"{r['sentences_per_cpu_s']:,.0f}",
+            f"{r['cpu_ratio_vs_model2vec_1thread']:.2f}x",
+            str(r["threads"]),
+        ]
+        for r in speed
+    ]
+    common.print_table(
+        f"Encoding {count:,} Wikipedia sentences (best of repeats after warm-up, best round)",
+        [
+            "setup",
+            "threads",
+            "sentences/s",
+            "vs model2vec 1-thread",
+            "worst round",
+            "cold (1st call)",
+            "sentences/CPU-s",
+            "CPU vs model2vec",
+            "OS threads",
+        ],
+        rows,
+    )
+    mem_rows = [
+        [
+            m["model"],
+            common.mib(m["safetensors_bytes"]),
+            common.mib(m["folder_bytes"]),
+            common.mib(m["rss_import_kib"] * 1024),
+            common.mib(m["rss_load_kib"] * 1024),
+            common.mib(m["peak_rss_kib"] * 1024),
+        ]
+        for m in memory
+    ]
+    common.print_table(
+        f"Memory: fresh process, load + encode {count:,} sentences once",
+        ["model", "model.safetensors", "folder on disk", "RSS after import", "RSS after load", "peak RSS"],
+        mem_rows,
+    )
 
 
 def versions() -> dict[str, str]:
     """Versions of the libraries compared."""
     from importlib.metadata import version
 
-    return {name: version(name) for name in ("staticsem", "model2vec", "sentence-transformers", "numpy",
-                                             "tokenizers", "torch")}
+    return {
+        name: version(name)
+        for name in ("staticsem", "model2vec", "sentence-transformers", "numpy", "tokenizers", "torch")
+    }
 
 
 if __name__ == "__main__":

@@ -63,25 +63,63 @@ def main() -> None:
         full.save(folder, **options)
         for dim in DIMS:
             model = staticsem.load(folder, dim=dim)
-            rows.append({"variant": name, "options": options, "dim": dim, "folder": str(folder),
-                         "safetensors_bytes": (folder / "model.safetensors").stat().st_size,
-                         "folder_bytes": common.folder_bytes(folder), "matrix_bytes": matrix_bytes(model),
-                         "stsb_dev_spearman": sts_spearman(model, gold, first, second)})
+            rows.append(
+                {
+                    "variant": name,
+                    "options": options,
+                    "dim": dim,
+                    "folder": str(folder),
+                    "safetensors_bytes": (folder / "model.safetensors").stat().st_size,
+                    "folder_bytes": common.folder_bytes(folder),
+                    "matrix_bytes": matrix_bytes(model),
+                    "stsb_dev_spearman": sts_spearman(model, gold, first, second),
+                }
+            )
     reference = next(r["stsb_dev_spearman"] for r in rows if r["variant"] == "float32" and r["dim"] == 256)
     for row in rows:
         row["delta_vs_float32"] = row["stsb_dev_spearman"] - reference
 
     rows.sort(key=lambda r: (-r["dim"], [v for v, _ in VARIANTS].index(r["variant"])))
-    table = [[r["variant"], str(r["dim"]), f"{r['safetensors_bytes']:,}", common.mib(r["safetensors_bytes"]),
-              common.mib(r["folder_bytes"]), common.mib(r["matrix_bytes"]), f"{r['stsb_dev_spearman']:.2f}",
-              f"{r['delta_vs_float32']:+.3f}"] for r in rows]
+    table = [
+        [
+            r["variant"],
+            str(r["dim"]),
+            f"{r['safetensors_bytes']:,}",
+            common.mib(r["safetensors_bytes"]),
+            common.mib(r["folder_bytes"]),
+            common.mib(r["matrix_bytes"]),
+            f"{r['stsb_dev_spearman']:.2f}",
+            f"{r['delta_vs_float32']:+.3f}",
+        ]
+        for r in rows
+    ]
     title = f"staticsem {len(full):,} words x {full.dim} dims: storage vs STS-B dev (Spearman x 100)"
-    common.print_table(title,
-                       ["stored as", "dims at load", "model.safetensors bytes", "model.safetensors",
-                        "whole folder", "matrix in memory", "STS-B dev", "vs float32@256"], table)
-    common.save_json(args.output, {"benchmark": "size_options", "date": time.strftime("%Y-%m-%d"),
-                                   "source": str(source), "words": len(full), "dim": full.dim,
-                                   "stsb_pairs": len(gold), "rows": rows})
+    common.print_table(
+        title,
+        [
+            "stored as",
+            "dims at load",
+            "model.safetensors bytes",
+            "model.safetensors",
+            "whole folder",
+            "matrix in memory",
+            "STS-B dev",
+            "vs float32@256",
+        ],
+        table,
+    )
+    common.save_json(
+        args.output,
+        {
+            "benchmark": "size_options",
+            "date": time.strftime("%Y-%m-%d"),
+            "source": str(source),
+            "words": len(full),
+            "dim": full.dim,
+            "stsb_pairs": len(gold),
+            "rows": rows,
+        },
+    )
 
 
 if __name__ == "__main__":
