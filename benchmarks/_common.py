@@ -26,18 +26,32 @@ STATICSEM_F32 = f"staticsem-token-wiki{VOCAB_SIZE // 1000}k-{DIM}-float32"
 STATICSEM_F16 = f"staticsem-token-wiki{VOCAB_SIZE // 1000}k-{DIM}-float16"
 MODEL2VEC = f"model2vec-minilm-{DIM}"
 # Threads every native library would otherwise start (BLAS, OpenMP, HF tokenizers' rayon pool).
-ONE_THREAD_ENV = {"TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                  "MKL_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1"}
+ONE_THREAD_ENV = {
+    "TOKENIZERS_PARALLELISM": "false",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "RAYON_NUM_THREADS": "1",
+}
 
 
 def base_parser(description: str | None) -> argparse.ArgumentParser:
     """The options every benchmark takes: ``--data``, ``--models``, ``--output``."""
-    parser = argparse.ArgumentParser(description=description,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
-                        help="shared data folder (default: ../shared/data next to the repository)")
-    parser.add_argument("--models", type=Path, default=REPO / "benchmarks" / ".models",
-                        help="folder where built models are cached and reused (default: benchmarks/.models)")
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=REPO.parent / "shared" / "data",
+        help="shared data folder (default: ../shared/data next to the repository)",
+    )
+    parser.add_argument(
+        "--models",
+        type=Path,
+        default=REPO / "benchmarks" / ".models",
+        help="folder where built models are cached and reused (default: benchmarks/.models)",
+    )
     parser.add_argument("--output", type=Path, default=None, help="write the results to this JSON file")
     return parser
 
@@ -124,6 +138,29 @@ def build_model2vec(models: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+def slug(label: str) -> str:
+    """A folder name for a model label."""
+    return "".join(c for c in label.replace(" ", "-") if c.isalnum() or c in "-_.+")
+
+
+def distill_cached(out: Path, label: str, rebuild: bool, method: str, **options: Any) -> Path:
+    """Build one model with ``staticsem.distill`` into ``out`` unless it is there; a fresh build's
+    wall time goes into its metadata."""
+    import time
+
+    import staticsem
+
+    if (out / "config.json").is_file() and not rebuild:
+        return out
+    print(f"building {label} ...", flush=True)
+    started = time.perf_counter()
+    model = staticsem.distill(method, out=out, **options)
+    model.metadata["wall_seconds"] = round(time.perf_counter() - started, 1)
+    model.save(out, dtype="float16")
+    print(f"built {label} in {model.metadata['wall_seconds']:.0f} s", flush=True)
+    return out
 
 
 def folder_bytes(path: Path) -> int:

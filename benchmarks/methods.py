@@ -72,30 +72,21 @@ def write_slice(args: Any) -> Path:
 
 
 def build(args: Any, corpus: Path, label: str, spec: tuple[str, str, dict[str, Any]]) -> Path:
-    """Build (or reuse) one model; the wall time of a fresh build goes into its metadata."""
-    import staticsem
-
+    """Build (or reuse) one model."""
     method, tag, options = spec
-    slug = label.replace(" ", "-").replace("(", "").replace(")", "")
-    out = args.models / "methods" / f"{slug}-{args.sentences}"
-    if (out / "config.json").is_file() and not args.rebuild:
-        return out
+    slug = label.replace(" ", "-").replace("(", "").replace(")", "")  # the folder names of earlier runs
     if tag:
         options = {**options, "work_dir": args.models / "methods" / f".{tag}-{args.sentences}.work"}
-    print(f"building {label} ...", flush=True)
-    started = time.perf_counter()
-    model = staticsem.distill(
+    return common.distill_cached(
+        args.models / "methods" / f"{slug}-{args.sentences}",
+        label,
+        args.rebuild,
         method,
         corpus=[str(corpus)],
-        out=out,
         vocab_size=args.vocab_size,
         min_count=args.min_count,
         **options,
     )
-    model.metadata["wall_seconds"] = round(time.perf_counter() - started, 1)
-    model.save(out, dtype="float16")
-    print(f"built {label} in {model.metadata['wall_seconds']:.0f} s", flush=True)
-    return out
 
 
 def evaluate(
