@@ -103,3 +103,14 @@ def test_counting_and_extraction_see_pieces_as_words(pieces: Tokenizer) -> None:
     assert positions.tolist() == [2, 3] and words.tolist() == [1, 0] and occurrence.tolist() == [0, 1]
     _, _, whole = _occurrences([text], offsets, own, index, False, WordSplitter())
     assert whole.tolist() == []  # without the splitter the run is one unknown word
+
+
+def test_length_limits_count_unspaced_characters(tmp_path: Path) -> None:
+    from staticsem.distillation.corpus import CorpusOptions, iter_sentences
+    from staticsem.text import word_count
+
+    assert word_count("我喜欢猫, cats and dogs") == 4 + 3
+    assert word_count("two words") == 2
+    corpus = tmp_path / "zh.txt"
+    corpus.write_text("我喜欢猫。\n猫。\n", encoding="utf-8")
+    assert list(iter_sentences([str(corpus)], CorpusOptions(min_words=3))) == ["我喜欢猫。"]

@@ -52,6 +52,12 @@ _UNSPACED = re.compile(
 )
 
 
+def word_count(text: str) -> int:
+    """Words of ``text`` for length limits: each character of an unspaced script counts as one."""
+    extra = sum(len(run) - 1 for run in _UNSPACED.findall(text)) if _UNSPACED.search(text) else 0
+    return len(word_pattern().findall(text)) + extra
+
+
 class WordSplitter:
     """The default rule: words are runs of characters that are neither whitespace nor punctuation."""
 

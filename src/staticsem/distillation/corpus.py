@@ -1,8 +1,9 @@
 """Corpus input, streamed: text files (``.txt``, ``.gz``, ``.jsonl``), stdin, or the embedded corpus.
 
 Lines are split into sentences with blingfire; sentences outside ``min_words..max_words`` are skipped
-(the teacher must read a sentence whole). Nothing is loaded whole: a gigantic line is read in 1 MiB
-pieces. ``embedded`` names the Debian dictionary corpus of ``staticsem.distillation.embedded``.
+(the teacher must read a sentence whole; a character of Chinese, Japanese, Thai... counts as a word).
+Nothing is loaded whole: a gigantic line is read in 1 MiB pieces. ``embedded`` names the Debian
+dictionary corpus of ``staticsem.distillation.embedded``.
 A source may carry a language tag (``de=news.txt``) for cross-lingual runs; an untagged corpus can be
 split by language with py3langid (``CorpusOptions.language`` among ``languages``).
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from staticsem.errors import InputError
-from staticsem.text import word_pattern
+from staticsem.text import word_count
 
 logger = logging.getLogger(__name__)
 EMBEDDED = "embedded"
@@ -162,7 +163,6 @@ def iter_sentences(sources: Sequence[str], options: CorpusOptions = CorpusOption
     """Sentences of all sources in order, within the word limits, de-duplicated by exact text."""
     from blingfire import text_to_sentences
 
-    findall = word_pattern().findall
     keep = _identifier(options.language, options.languages) if options.language else None
     seen: set[bytes] = set()
     emitted = 0
@@ -172,7 +172,7 @@ def iter_sentences(sources: Sequence[str], options: CorpusOptions = CorpusOption
             if not text:
                 continue
             for sentence in text_to_sentences(text).split("\n"):
-                if not options.min_words <= len(findall(sentence)) <= options.max_words:
+                if not options.min_words <= word_count(sentence) <= options.max_words:
                     continue
                 digest = hashlib.blake2b(sentence.encode("utf-8", "surrogatepass"), digest_size=8).digest()
                 if digest in seen or (keep is not None and not keep(sentence)):
