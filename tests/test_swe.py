@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 import staticsem
 from fakes import FakeTeacher, write_corpus
 from staticsem.distillation.abtt import fit_abtt
-from staticsem.distillation.kd import KDSettings, similarity_loss
+from staticsem.distillation.kd import Distillation, KDSettings, similarity_loss
 from staticsem.distillation.pipeline import Pipeline, SWESettings
 from staticsem.errors import InputError
 
@@ -149,6 +149,28 @@ def test_similarity_loss_prefers_the_teacher_structure() -> None:
     same = similarity_loss(teacher.clone(), teacher, tau=0.05)
     other = similarity_loss(torch.randn(16, 8, generator=generator), teacher, tau=0.05)
     assert same < other
+
+
+def test_centred_targets_restore_the_structure_a_shared_direction_hides(
+    tiny_model: staticsem.StaticModel,
+) -> None:
+    """Teachers like e5 put every sentence near one direction: τ-softmax targets become near uniform."""
+    rng = np.random.default_rng(0)
+    signal = rng.normal(size=(64, 16)).astype(np.float32)
+    targets = 8 * np.ones(16, np.float32) / 4 + 0.1 * signal  # cosine ≈ 0.99 between any two
+    sentences = ["the cat"] * 64
+    plain = Distillation(tiny_model, sentences, targets, 0.05, center=False).targets
+    centred = Distillation(tiny_model, sentences, targets, 0.05, center=True).targets
+    np.testing.assert_allclose(centred.mean(0).numpy(), 0, atol=1e-5)
+
+    def entropy(t: torch.Tensor) -> float:
+        t = torch.nn.functional.normalize(t, dim=1)
+        logits = (t @ t.T / 0.05).masked_fill(torch.eye(len(t), dtype=torch.bool), float("-inf"))
+        q = torch.softmax(logits, dim=1)
+        return float(-(q * torch.log(q.clamp(min=1e-30))).sum(1).mean())
+
+    assert entropy(plain) > 0.99 * np.log(63) > entropy(centred) + 0.3
+    assert entropy(centred) == pytest.approx(entropy(torch.from_numpy(0.1 * signal - 0.1 * signal.mean(0))))
 
 
 def test_abtt_removes_top_directions(tiny_model: staticsem.StaticModel) -> None:

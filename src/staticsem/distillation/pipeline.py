@@ -309,7 +309,9 @@ class Pipeline(StepRun):
         objectives: list[Objective] = []
         if s.objective in ("kd", "both"):
             targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
-            objectives.append(Distillation(stage2, self.chosen["sentences"], targets, s.kd.tau))
+            objectives.append(
+                Distillation(stage2, self.chosen["sentences"], targets, s.kd.tau, s.kd.center_targets)
+            )
         if s.objective in ("contrastive", "both"):
             objectives.append(Contrastive(stage2, *read_pairs(s.parallel), s.kd.tau))
         trained, stats = train_table(stage2, objectives, replace(s.kd, seed=s.seed), self.progress)
