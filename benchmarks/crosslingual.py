@@ -192,8 +192,7 @@ def main() -> None:
         for label, options in builds(args, en, de, pairs).items()
         if wanted is None or label in wanted
     }
-    teacher: Any = load_encoder(f"st:{args.teacher}")
-    teacher.model.default_prompt_name = args.prompt or None
+    teacher = load_encoder(f"st:{args.teacher}#{args.prompt}" if args.prompt else f"st:{args.teacher}")
     encoders = {TEACHER: teacher, **{label: staticsem.load(path) for label, path in paths.items()}}
     metas = {label: {**m.metadata, "words": len(m)} for label, m in encoders.items() if label != TEACHER}
     results = evaluate(encoders, data)

