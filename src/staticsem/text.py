@@ -54,7 +54,7 @@ _UNSPACED = re.compile(
 
 def word_count(text: str) -> int:
     """Words of ``text`` for length limits: each character of an unspaced script counts as one."""
-    extra = sum(len(run) - 1 for run in _UNSPACED.findall(text)) if _UNSPACED.search(text) else 0
+    extra = sum(len(run) - 1 for run in _UNSPACED.findall(text))
     return len(word_pattern().findall(text)) + extra
 
 

@@ -97,7 +97,6 @@ def _cut(piece: bytes) -> int:
 
 def _raw_lines(source: str) -> Iterator[tuple[str, int, bytes]]:
     """(name, line number, bytes); a line over 1 MiB comes in pieces cut between sentences."""
-    source = untag(source)[1]
     if source == "-":
         handle: IO[bytes] = sys.stdin.buffer
         name = "<stdin>"

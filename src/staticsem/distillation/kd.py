@@ -64,6 +64,11 @@ class Bags:
         offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(self.counts[rows])[:-1]]))
         return torch.cat(pieces), offsets
 
+    def pool(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
+        """Mean word vector of each sentence ``rows`` under ``table``."""
+        ids, offsets = self.batch(rows)
+        return F.embedding_bag(ids, table, offsets, mode="mean", sparse=sparse)
+
 
 def similarity_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
     """Cross-entropy between the teacher's and the student's in-batch similarity distributions."""
@@ -116,7 +121,7 @@ class Distillation(Objective):
         sentences: Sequence[str],
         targets: np.ndarray,
         tau: float,
-        center: bool = False,
+        center: bool = True,
     ) -> None:
         if len(targets) != len(sentences):
             raise InputError(f"{len(sentences)} sentences but {len(targets)} teacher embeddings")
@@ -128,9 +133,7 @@ class Distillation(Objective):
         return np.flatnonzero(self.bags.counts > 0)
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
-        ids, offsets = self.bags.batch(rows)
-        pooled = F.embedding_bag(ids, table, offsets, mode="mean", sparse=sparse)
-        return similarity_loss(pooled, self.targets[rows], self.tau)
+        return similarity_loss(self.bags.pool(table, rows, sparse), self.targets[rows], self.tau)
 
 
 class Contrastive(Objective):
@@ -147,11 +150,8 @@ class Contrastive(Objective):
         return np.flatnonzero((self.sides[0].counts > 0) & (self.sides[1].counts > 0))
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
-        pooled = []
-        for side in self.sides:
-            ids, offsets = side.batch(rows)
-            pooled.append(F.embedding_bag(ids, table, offsets, mode="mean", sparse=sparse))
-        return info_nce(pooled[0], pooled[1], self.tau)
+        left, right = (side.pool(table, rows, sparse) for side in self.sides)
+        return info_nce(left, right, self.tau)
 
 
 def info_nce(left: torch.Tensor, right: torch.Tensor, tau: float) -> torch.Tensor:
