@@ -204,7 +204,7 @@ def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -
     corpus = str(corpus_dir / "corpus.txt")
     common = ["--corpus", corpus, "--vocab-size", "40", "--min-count", "2", "--dtype", "float32"]
     runs = {
-        "x2s": ["--method", "x2static", "--context", "paragraph", "--epochs", "3"],
+        "x2s": ["--method", "x2static", "--context", "paragraph", "--epochs", "3", "--prompt", "query: "],
         "ase": ["--method", "ase", "--layer", "2", "--sentences-per-word", "5"],
         "w2v": ["--method", "word2vec", "--epochs", "2", "--dim", "16"],
     }
@@ -214,6 +214,7 @@ def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -
     x2s, ase, w2v = (staticsem.load(corpus_dir / name) for name in runs)
     assert x2s.dim == ase.dim == 384 and w2v.dim == 16
     assert x2s.metadata["method"] == "x2static" and x2s.metadata["teacher_passes"] < 600 / 3
+    assert x2s.metadata["settings"]["prompt"] == "query: "
     assert ase.metadata["settings"]["layer"] == 2 and "cat" in ase and "cat" in w2v
     assert ase.similarity("cat", "kitten") > ase.similarity("cat", "tax")
     # a sentence's context is the mean of the real teacher's states over its own tokens
@@ -222,3 +223,63 @@ def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -
     context = group_contexts(teacher, [[sentence]])[0]
     tokens = teacher.model.encode(sentence, output_value="token_embeddings", convert_to_numpy=True)
     np.testing.assert_allclose(context, tokens[1:-1].mean(0), rtol=1e-4, atol=1e-5)  # without [CLS]/[SEP]
+    # with a prompt the teacher reads it, but the context is still the mean over the sentence's tokens
+    prompted = Teacher(prompt="query: ")
+    context = group_contexts(prompted, [[sentence]])[0]
+    tokens = prompted.model.encode(
+        "query: " + sentence, output_value="token_embeddings", convert_to_numpy=True
+    )
+    np.testing.assert_allclose(context, tokens[3:-1].mean(0), rtol=1e-4, atol=1e-5)  # [CLS] query : ... [SEP]
+
+
+def test_x2static_uses_the_chosen_splitter_and_prompt(
+    corpus_dir: Path, subword_tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from staticsem.text import SPLITTERS, WordSplitter
+
+    class Characters(WordSplitter):
+        name = "chars"
+
+        def spans(self, text: str) -> list[tuple[int, int]]:
+            return [(i, i + 1) for i, c in enumerate(text) if c.isalpha()]
+
+        def words(self, text: str) -> list[str]:
+            return [text[a:b] for a, b in self.spans(text)]
+
+    monkeypatch.setitem(SPLITTERS, "chars", lambda tokenizer: Characters())  # removed afterwards
+    settings = x2_settings(corpus_dir / "corpus.txt", splitter="chars", min_count=1, epochs=1)
+    run = X2StaticRun(
+        settings, corpus_dir / "chars", teacher=FakeTeacher(subword_tokenizer), show_progress=False
+    )  # type: ignore[arg-type]
+    model = run.run(dtype="float32")
+    assert model.splitter.name == "chars" and staticsem.load(corpus_dir / "chars").splitter.name == "chars"
+    assert all(len(word) == 1 for word in model.vocab) and "t" in model
+    # every letter of every sentence is a target: the contexts step split sentences like the vocabulary
+    store = run._store()
+    targets = sum(int(store.load(i)["lengths"].sum()) for i in range(run.records["contexts"]["chunks"]))
+    letters = sum(c.isalpha() for c in (corpus_dir / "corpus.txt").read_text())
+    assert targets == letters
+    # a prompt changes what the teacher reads: new contexts; the same prompt again reuses them
+    prompted = x2_settings(corpus_dir / "corpus.txt", prompt="query: ")
+    for expected_batches in (1, 0):
+        teacher = FakeTeacher(subword_tokenizer)
+        X2StaticRun(prompted, corpus_dir / "p", teacher=teacher, show_progress=False).run()  # type: ignore[arg-type]
+        assert (teacher.batches > 0) == bool(expected_batches)
+    assert staticsem.load(corpus_dir / "p").metadata["settings"]["prompt"] == "query: "
+    with pytest.raises(InputError, match="unknown word splitter 'nope'"):
+        x2_settings(corpus_dir / "corpus.txt", splitter="nope").validate()
+
+
+def test_cli_refuses_prompt_and_splitter_for_gensim_methods(corpus_dir: Path) -> None:
+    from typer.testing import CliRunner
+
+    from staticsem.cli import app
+
+    args = ["distill", "--method", "word2vec", "--corpus", str(corpus_dir / "corpus.txt")]
+    for extra in (["--prompt", "query"], ["--splitter", "subword"]):
+        result = CliRunner().invoke(app, [*args, *extra, "--out", str(corpus_dir / "w")])
+        assert (
+            result.exit_code != 0
+            and "--prompt and --splitter are for the swe, ase and x2static" in result.output
+        )
+    assert not (corpus_dir / "w").exists()

@@ -59,13 +59,15 @@ def distill(
     splitter: Annotated[
         str,
         typer.Option(
-            help="swe/ase: word splitting: words (spaces and punctuation) or subword (Chinese, Japanese, "
-            "Thai... runs become the teacher's subword pieces)."
+            help="swe/ase/x2static: word splitting: words (spaces and punctuation) or subword (Chinese, "
+            "Japanese, Thai... runs become the teacher's subword pieces)."
         ),
     ] = "words",
     prompt: Annotated[
         str | None,
-        typer.Option(help="swe/ase: teacher prompt name (e.g. query) or text put before each sentence."),
+        typer.Option(
+            help="swe/ase/x2static: teacher prompt name (e.g. query) or text put before each sentence."
+        ),
     ] = None,
     vocabulary: Annotated[
         Path | None,
@@ -118,6 +120,8 @@ def distill(
     options: dict[str, Any] = {}
     if (parallel or objective != "kd") and method != "swe":
         raise InputError("--objective and --parallel are for the swe method")
+    if (prompt is not None or splitter != "words") and method not in ("swe", "ase", "x2static"):
+        raise InputError("--prompt and --splitter are for the swe, ase and x2static methods")
     if method != "token":
         options["corpus"] = tuple(corpus or ["embedded"])
         options["max_words"] = max_words
@@ -141,7 +145,7 @@ def distill(
             options["stages"] = tuple(s.strip() for s in stages.split(",") if s.strip())
             options.update(objective=objective, parallel=tuple(str(p) for p in parallel or ()))
     elif method == "x2static":
-        options.update(context=context, max_corpus_sentences=max_sentences)
+        options.update(context=context, max_corpus_sentences=max_sentences, prompt=prompt, splitter=splitter)
         if epochs is not None:
             options["epochs"] = epochs
     elif method in ("word2vec", "fasttext"):

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore
 from staticsem.distillation.extract import length_batches
-from staticsem.distillation.sampling import sentence_words
+from staticsem.distillation.sampling import Split, sentence_words
 from staticsem.distillation.teacher import Teacher
 from staticsem.text import split_words
 
@@ -72,6 +72,7 @@ def _chunk_arrays(
     lowercase: bool,
     batch_size: int,
     progress: tqdm,
+    split: Split | None = None,
 ) -> dict[str, np.ndarray]:
     sentences = [s for group in chunk for s in group]
     contexts = np.zeros((len(sentences), teacher.hidden_size), np.float32)
@@ -83,7 +84,7 @@ def _chunk_arrays(
         targets = np.concatenate([np.arange(first_row[r], first_row[r + 1]) for r in rows])
         contexts[targets] = found
         progress.update(int(first_row[rows + 1].sum() - first_row[rows].sum()))
-    ids = [[index[w] for w in sentence_words(s, lowercase) if w in index] for s in sentences]
+    ids = [[index[w] for w in sentence_words(s, lowercase, split) if w in index] for s in sentences]
     # a sentence cut off by the teacher's length limit has no tokens: no context, so no targets
     empty: np.ndarray = ~np.any(contexts, axis=1)
     lengths = np.array([0 if empty[i] else len(row) for i, row in enumerate(ids)], np.int64)
@@ -106,8 +107,12 @@ def extract_contexts(
     batch_size: int = 64,
     total: int | None = None,
     show_progress: bool = True,
+    split: Split | None = None,
 ) -> dict[str, int]:
-    """Fill ``store`` with one chunk per ``chunk_sentences`` sentences; finished chunks are skipped."""
+    """Fill ``store`` with one chunk per ``chunk_sentences`` sentences; finished chunks are skipped.
+
+    ``split`` is the word splitter's ``words`` (default: the plain word pattern).
+    """
     index = {w: i for i, w in enumerate(vocab)}
     progress = tqdm(
         total=total, desc="teacher passes", unit=" sent", disable=not show_progress, mininterval=2
@@ -122,7 +127,8 @@ def extract_contexts(
         if store.has(chunks):
             progress.update(size)
         else:
-            store.save(chunks, _chunk_arrays(teacher, chunk, index, lowercase, batch_size, progress))
+            arrays = _chunk_arrays(teacher, chunk, index, lowercase, batch_size, progress, split)
+            store.save(chunks, arrays)
         chunks, passes, sentences = chunks + 1, passes + len(chunk), sentences + size
     progress.close()
     return {"chunks": chunks, "teacher_passes": passes, "sentences": sentences}

@@ -28,12 +28,11 @@ from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import Contrastive, Distillation, KDSettings, Objective, train_table
 from staticsem.distillation.parallel import read_pairs
 from staticsem.distillation.sampling import select_sentences
-from staticsem.distillation.steps import StepRun
+from staticsem.distillation.steps import StepRun, check_splitter
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file
 from staticsem.model import StaticModel
-from staticsem.text import SPLITTERS
 
 logger = logging.getLogger(__name__)
 STAGES = ("extract", "pca", "kd")
@@ -90,10 +89,7 @@ class SWESettings:
         for path in self.parallel:
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
-        if self.splitter not in SPLITTERS:
-            raise InputError(
-                f"unknown word splitter {self.splitter!r}; choose from {', '.join(sorted(SPLITTERS))}"
-            )
+        check_splitter(self.splitter)
         check_sources(self.corpus)
         language_sources(self)
 

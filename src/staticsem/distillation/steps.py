@@ -16,9 +16,15 @@ from staticsem.distillation.corpus import CorpusOptions, fingerprint_sources, it
 from staticsem.distillation.teacher import DEFAULT_TEACHER, Teacher
 from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
 from staticsem.errors import InputError
-from staticsem.text import WordSplitter, make_splitter
+from staticsem.text import SPLITTERS, WordSplitter, make_splitter
 
 logger = logging.getLogger(__name__)
+
+
+def check_splitter(name: str) -> None:
+    """Raise ``InputError`` unless ``name`` is a registered word splitter."""
+    if name not in SPLITTERS:
+        raise InputError(f"unknown word splitter {name!r}; choose from {', '.join(sorted(SPLITTERS))}")
 
 
 class CorpusSettings(Protocol):

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from staticsem.distillation.checkpoint import ChunkStore, fingerprint
 from staticsem.distillation.contexts import CONTEXTS, extract_contexts, groups
 from staticsem.distillation.corpus import check_sources
-from staticsem.distillation.steps import StepRun
+from staticsem.distillation.steps import StepRun, check_splitter
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file
@@ -57,6 +57,8 @@ class X2StaticSettings:
     max_words: int = 64
     max_corpus_sentences: int | None = None
     seed: int = 0
+    prompt: str | None = None  # teacher prompt name or text put before every text [its default]
+    splitter: str = "words"  # word splitting: words, or subword (unspaced scripts: the teacher's pieces)
 
     def validate(self) -> None:
         """Raise ``InputError`` for settings that cannot work."""
@@ -70,6 +72,7 @@ class X2StaticSettings:
             raise InputError("subsample and lr must be positive")
         if not 1 <= self.min_words <= self.max_words:
             raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
+        check_splitter(self.splitter)
         check_sources(self.corpus)
 
 
@@ -243,6 +246,8 @@ class X2StaticRun(StepRun):
                 "paragraph": s.paragraph_words if s.context == "paragraph" else None,
                 "chunk": s.chunk_sentences,
                 "batch": s.teacher_batch,
+                # keys of prompt-less runs stay as they were
+                **({"prompt": s.prompt} if s.prompt is not None else {}),
             }
         )
         train = fingerprint({"contexts": contexts, "settings": asdict(s)})
@@ -272,6 +277,7 @@ class X2StaticRun(StepRun):
             batch_size=s.teacher_batch,
             total=vocab["sentences"],
             show_progress=self.progress,
+            split=self.splitter.words,
         )
 
     def _train(self) -> dict[str, Any]:
@@ -289,7 +295,9 @@ class X2StaticRun(StepRun):
             save_every=self.save_every,
             show_progress=self.progress,
         )
-        model = StaticModel(vocab["words"], table, tokenizer=self.teacher.subword_tokenizer)
+        model = StaticModel(
+            vocab["words"], table, tokenizer=self.teacher.subword_tokenizer, splitter=self.splitter.name
+        )
         model.save(self.work.folder / "x2static", dtype="float32")
         state.unlink(missing_ok=True)
         return stats
