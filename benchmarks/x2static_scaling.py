@@ -1,10 +1,10 @@
-"""X2Static word similarity against corpus size, from the contexts a finished X2Static build stored.
+"""X2Static word similarity against corpus size, from the contexts an X2Static build stored.
 
-The X2Static paper gets its advantage over ASE from a full Wikipedia pass; this machine cannot run one.
-This script shows the trend instead: it trains X2Static on the first K context chunks (4,096 sentences
-each) of a finished ``x2static`` build's work folder (``methods.py`` leaves
-``--models/methods/.x2s-sent-SENTENCES.work``), for each ``K×EPOCHS`` in ``--runs``, with the build's
-vocabulary and the paper's settings otherwise, and reports word similarity (Spearman ×100 over the pairs
+The X2Static paper gets its advantage over ASE from a full Wikipedia pass. This script shows the trend
+on what this machine can afford: it trains X2Static on the first K context chunks (4,096 sentences each)
+of an ``x2static`` build's work folder (``methods.py`` leaves ``--models/methods/.x2s-sent-N.work``; a
+build still extracting its contexts works too), for each ``K×EPOCHS`` in ``--runs``, with the build's
+vocabulary and the paper's settings otherwise. It reports word similarity (Spearman ×100 over the pairs
 the model covers; words a small prefix never saw keep their random initial vectors). No teacher pass.
 
 Run::
@@ -34,6 +34,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     from staticsem.distillation.checkpoint import ChunkStore
+    from staticsem.distillation.teacher import Teacher
     from staticsem.distillation.x2static import X2StaticSettings, train_x2static
     from staticsem.eval.wordsim import WordSimilarity
     from staticsem.io import load
@@ -41,12 +42,15 @@ def main() -> None:
 
     contexts = args.work / "contexts"
     store = ChunkStore(contexts, (contexts / "fingerprint.txt").read_text().strip())
-    stored = json.loads((args.work / "contexts.json").read_text())["chunks"]
+    stored = 0  # the leading chunks on disk: a build still extracting contexts can be measured too
+    while store.has(stored):
+        stored += 1
     vocab = json.loads((args.work / "vocab.json").read_text())
     counts = np.asarray(vocab["counts"], np.int64)
     width = store.load(0)["contexts"].shape[1]
-    # unknown words take their longest known prefix, as in methods.py
-    tokenizer = load(args.work / "x2static").tokenizer
+    # unknown words take their longest known prefix, as in methods.py (the teacher's tokenizer)
+    finished = args.work / "x2static"
+    tokenizer = load(finished).tokenizer if finished.is_dir() else Teacher().subword_tokenizer
     wordsim = WordSimilarity(args.data, [f"{name}.tsv" for name in SETS])
     results: dict[str, dict[str, float]] = {}
     for run in (r.strip() for r in args.runs.split(",") if r.strip()):
