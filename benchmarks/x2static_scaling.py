@@ -52,11 +52,14 @@ def main() -> None:
     finished = args.work / "x2static"
     tokenizer = load(finished).tokenizer if finished.is_dir() else Teacher().subword_tokenizer
     wordsim = WordSimilarity(args.data, [f"{name}.tsv" for name in SETS])
-    results: dict[str, dict[str, float]] = {}
-    for run in (r.strip() for r in args.runs.split(",") if r.strip()):
-        chunks, epochs = (int(v) for v in run.split("x"))
+    runs = {r.strip(): tuple(int(v) for v in r.strip().split("x")) for r in args.runs.split(",") if r.strip()}
+    for run, (chunks, _) in runs.items():
         if not 1 <= chunks <= stored:
             raise SystemExit(f"{run}: the work folder holds {stored} chunks")
+    # sentences in the first k chunks, read once for every run
+    upto = np.cumsum([len(store.load(i)["lengths"]) for i in range(max(c for c, _ in runs.values()))])
+    results: dict[str, dict[str, float]] = {}
+    for run, (chunks, epochs) in runs.items():
         settings = X2StaticSettings(corpus=("unused",), epochs=epochs)
         with tempfile.TemporaryDirectory() as tmp:
             table, stats = train_x2static(
@@ -69,7 +72,7 @@ def main() -> None:
                 Path(tmp) / "state",
                 show_progress=False,
             )
-        sentences = sum(len(store.load(i)["lengths"]) for i in range(chunks))
+        sentences = int(upto[chunks - 1])
         scores = wordsim(StaticModel(vocab["words"], table, tokenizer=tokenizer))
         results[run] = {"sentences": sentences, "epochs": epochs, "steps": stats["steps"], **scores}
         results[run]["seconds"] = stats["train_seconds"]

@@ -64,6 +64,15 @@ def trim_offsets(texts: Sequence[str], offsets: torch.Tensor) -> torch.Tensor:
     return torch.stack([torch.tensor(starts, dtype=offsets.dtype), offsets[..., 1]], dim=-1)
 
 
+def prompt_text(model: Any, prompt: str | None) -> str:
+    """The text put before every input: a prompt name of ``model``, literal text, or its default."""
+    prompts: dict[str, str] = dict(getattr(model, "prompts", None) or {})
+    if prompt is None:
+        default = getattr(model, "default_prompt_name", None)
+        return prompts.get(default, "") if default else ""
+    return prompts.get(prompt, prompt)
+
+
 @dataclass
 class TeacherBatch:
     """What one teacher pass over a batch of texts yields."""
@@ -109,15 +118,7 @@ class Teacher:
         self.max_length = int(first.max_seq_length or 512)
         self.hidden_size = int(self.transformer.config.hidden_size)
         self.num_layers = int(getattr(self.transformer.config, "num_hidden_layers", 0))
-        self.prompt = self._prompt_text(prompt)
-
-    def _prompt_text(self, prompt: str | None) -> str:
-        """The text put before every input: a prompt name of the teacher, literal text, or its default."""
-        prompts: dict[str, str] = dict(getattr(self.model, "prompts", None) or {})
-        if prompt is None:
-            default = getattr(self.model, "default_prompt_name", None)
-            return prompts.get(default, "") if default else ""
-        return prompts.get(prompt, prompt)
+        self.prompt = prompt_text(self.model, prompt)
 
     def check_layer(self, layer: int | None) -> None:
         """Raise ``InputError`` unless ``layer`` names a hidden state (0 = embeddings, -1 = last layer)."""

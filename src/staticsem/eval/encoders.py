@@ -65,8 +65,10 @@ class SentenceTransformerEncoder:
                 hf_logging.enable_progress_bar()
         self.model.eval()
         self.batch_size, self.show_progress = batch_size, show_progress
-        prompts = dict(getattr(self.model, "prompts", None) or {})
-        self.prompt = prompts.get(prompt, prompt) if prompt else None
+        from staticsem.distillation.teacher import prompt_text
+
+        # no prompt given: sentence-transformers applies the model's default prompt itself
+        self.prompt = prompt_text(self.model, prompt) if prompt else None
         self.info: dict[str, Any] = {
             "kind": "sentence-transformers",
             "source": path,
