@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 import staticsem
@@ -14,6 +15,7 @@ from fakes import FakeTeacher, word_vector, write_corpus
 from staticsem.distillation.contexts import group_contexts, groups
 from staticsem.distillation.pipeline import Pipeline, SWESettings
 from staticsem.distillation.x2static import (
+    LazyAdam,
     Sampler,
     Trainer,
     X2StaticRun,
@@ -145,11 +147,32 @@ def test_sampler_and_loss() -> None:
     table[0] = torch.tensor([1.0, 0, 0, 0])
     table[1] = torch.tensor([-1.0, 0, 0, 0])
     context = torch.tensor([[2.0, 0, 0, 0]])
-    good = negative_sampling_loss(table, context, torch.tensor([0]), torch.tensor([[1]]))
-    bad = negative_sampling_loss(table, context, torch.tensor([1]), torch.tensor([[0]]))
+    good = negative_sampling_loss(table[torch.tensor([[0, 1]])], context)
+    bad = negative_sampling_loss(table[torch.tensor([[1, 0]])], context)
     assert good < bad
-    huge = negative_sampling_loss(table * 1e4, context, torch.tensor([1]), torch.tensor([[0]]))
+    huge = negative_sampling_loss(table[torch.tensor([[1, 0]])] * 1e4, context)
     assert torch.isfinite(huge) and huge.item() == pytest.approx(40.0, abs=1e-3)  # scores clamped at ±20
+
+
+def test_lazy_adam_matches_torch_sparse_adam() -> None:
+    generator = torch.Generator().manual_seed(0)
+    start = torch.randn(30, 8, generator=generator)
+    reference = torch.nn.Parameter(start.clone())
+    sparse_adam = torch.optim.SparseAdam([reference], lr=0.05)
+    lazy = LazyAdam(start.clone(), lr=0.05)
+    for _ in range(6):
+        index = torch.randint(0, 12, (20, 4), generator=generator)  # rows repeat; rows 12.. never move
+        contexts = torch.randn(20, 8, generator=generator)
+        sparse_adam.zero_grad()
+        negative_sampling_loss(F.embedding(index, reference, sparse=True), contexts).backward()
+        sparse_adam.step()
+        rows = lazy.table[index].requires_grad_()
+        (grad,) = torch.autograd.grad(negative_sampling_loss(rows, contexts), rows)
+        lazy.step(index.reshape(-1), grad.reshape(-1, 8))
+    assert not torch.equal(lazy.table, start)
+    torch.testing.assert_close(lazy.table, reference.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(lazy.exp_avg_sq, sparse_adam.state[reference]["exp_avg_sq"].to_dense())
+    assert torch.equal(lazy.table[12:], start[12:])
 
 
 def test_x2static_settings_are_checked(corpus_dir: Path) -> None:
