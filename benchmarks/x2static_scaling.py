@@ -26,11 +26,20 @@ import _common as common
 SETS = ("simlex999", "wordsim353-all", "men3000", "rg65", "mturk287", "mturk771")  # as methods.py
 
 
+def parse_run(run: str) -> tuple[int, int, float]:
+    """``CHUNKSxEPOCHS[@LR]`` → (chunks, epochs, learning rate)."""
+    sizes, _, lr = run.partition("@")
+    chunks, epochs = (int(v) for v in sizes.split("x"))
+    return chunks, epochs, float(lr or 1e-3)
+
+
 def main() -> None:
     parser = common.base_parser(__doc__)
     parser.add_argument("--work", type=Path, required=True, help="work folder of a finished x2static build")
     parser.add_argument(
-        "--runs", default="6x1,12x1,25x1,6x10,12x10,25x10", help="CHUNKSxEPOCHS, comma-separated"
+        "--runs",
+        default="6x1,12x1,25x1,6x10,12x10,25x10",
+        help="CHUNKSxEPOCHS or CHUNKSxEPOCHS@LR (Adam learning rate, default the paper's 1e-3), comma-separated",
     )
     args = parser.parse_args()
     from staticsem.distillation.checkpoint import ChunkStore
@@ -52,15 +61,15 @@ def main() -> None:
     finished = args.work / "x2static"
     tokenizer = load(finished).tokenizer if finished.is_dir() else Teacher().subword_tokenizer
     wordsim = WordSimilarity(args.data, [f"{name}.tsv" for name in SETS])
-    runs = {r.strip(): tuple(int(v) for v in r.strip().split("x")) for r in args.runs.split(",") if r.strip()}
-    for run, (chunks, _) in runs.items():
+    runs = {r.strip(): parse_run(r.strip()) for r in args.runs.split(",") if r.strip()}
+    for run, (chunks, _, _) in runs.items():
         if not 1 <= chunks <= stored:
             raise SystemExit(f"{run}: the work folder holds {stored} chunks")
     # sentences in the first k chunks, read once for every run
-    upto = np.cumsum([len(store.load(i)["lengths"]) for i in range(max(c for c, _ in runs.values()))])
+    upto = np.cumsum([len(store.load(i)["lengths"]) for i in range(max(run[0] for run in runs.values()))])
     results: dict[str, dict[str, float]] = {}
-    for run, (chunks, epochs) in runs.items():
-        settings = X2StaticSettings(corpus=("unused",), epochs=epochs)
+    for run, (chunks, epochs, lr) in runs.items():
+        settings = X2StaticSettings(corpus=("unused",), epochs=epochs, lr=lr)
         with tempfile.TemporaryDirectory() as tmp:
             table, stats = train_x2static(
                 store,
@@ -74,13 +83,14 @@ def main() -> None:
             )
         sentences = int(upto[chunks - 1])
         scores = wordsim(StaticModel(vocab["words"], table, tokenizer=tokenizer))
-        results[run] = {"sentences": sentences, "epochs": epochs, "steps": stats["steps"], **scores}
+        results[run] = {"sentences": sentences, "epochs": epochs, "lr": lr, "steps": stats["steps"], **scores}
         results[run]["seconds"] = stats["train_seconds"]
         print(f"{run}: {sentences:,} sentences, word-sim mean {scores['mean']:.2f}", flush=True)
     rows = [
         [
             f"{r['sentences']:,}",
             str(r["epochs"]),
+            f"{r.get('lr', 1e-3):g}",
             str(r["steps"]),
             f"{r['mean']:.2f}",
             *(f"{r.get(name, float('nan')):.1f}" for name in SETS),
@@ -88,7 +98,7 @@ def main() -> None:
         ]
         for r in results.values()
     ]
-    columns = ["sentences", "epochs", "steps", "word-sim mean", *SETS, "train s"]
+    columns = ["sentences", "epochs", "lr", "steps", "word-sim mean", *SETS, "train s"]
     common.print_table("X2Static (sentence contexts) against corpus size", columns, rows)
     common.save_json(
         args.output, {"benchmark": "x2static_scaling", "work": str(args.work), "results": results}

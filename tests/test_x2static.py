@@ -227,7 +227,10 @@ def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -
     corpus = str(corpus_dir / "corpus.txt")
     common = ["--corpus", corpus, "--vocab-size", "40", "--min-count", "2", "--dtype", "float32"]
     runs = {
-        "x2s": ["--method", "x2static", "--context", "paragraph", "--epochs", "3", "--prompt", "query: "],
+        "x2s": [
+            *("--method", "x2static", "--context", "paragraph", "--epochs", "3", "--lr", "0.005"),
+            *("--prompt", "query: "),
+        ],
         "ase": ["--method", "ase", "--layer", "2", "--sentences-per-word", "5"],
         "w2v": ["--method", "word2vec", "--epochs", "2", "--dim", "16"],
     }
@@ -237,7 +240,7 @@ def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -
     x2s, ase, w2v = (staticsem.load(corpus_dir / name) for name in runs)
     assert x2s.dim == ase.dim == 384 and w2v.dim == 16
     assert x2s.metadata["method"] == "x2static" and x2s.metadata["teacher_passes"] < 600 / 3
-    assert x2s.metadata["settings"]["prompt"] == "query: "
+    assert x2s.metadata["settings"]["prompt"] == "query: " and x2s.metadata["settings"]["lr"] == 0.005
     assert ase.metadata["settings"]["layer"] == 2 and "cat" in ase and "cat" in w2v
     assert ase.similarity("cat", "kitten") > ase.similarity("cat", "tax")
     # a sentence's context is the mean of the real teacher's states over its own tokens
@@ -305,4 +308,6 @@ def test_cli_refuses_prompt_and_splitter_for_gensim_methods(corpus_dir: Path) ->
             result.exit_code != 0
             and "--prompt and --splitter are for the swe, ase and x2static" in result.output
         )
+    result = CliRunner().invoke(app, [*args, "--lr", "0.01", "--out", str(corpus_dir / "w")])
+    assert result.exit_code != 0 and "--lr is for the x2static method" in result.output
     assert not (corpus_dir / "w").exists()

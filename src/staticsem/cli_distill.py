@@ -94,6 +94,9 @@ def distill(
     epochs: Annotated[
         int | None, typer.Option(help="x2static [1], word2vec/fasttext [5]: passes over the corpus.")
     ] = None,
+    lr: Annotated[
+        float | None, typer.Option(help="x2static: Adam learning rate [1e-3, the paper's].")
+    ] = None,
     skip_gram: Annotated[bool, typer.Option(help="word2vec/fasttext: skip-gram instead of CBOW.")] = False,
     pca_sentences: Annotated[int, typer.Option(help="swe: sentences for the sentence-level PCA.")] = 100_000,
     remove_top: Annotated[
@@ -120,6 +123,8 @@ def distill(
     options: dict[str, Any] = {}
     if (parallel or objective != "kd") and method != "swe":
         raise InputError("--objective and --parallel are for the swe method")
+    if lr is not None and method != "x2static":
+        raise InputError("--lr is for the x2static method")
     if (prompt is not None or splitter != "words") and method not in ("swe", "ase", "x2static"):
         raise InputError("--prompt and --splitter are for the swe, ase and x2static methods")
     if method != "token":
@@ -148,6 +153,8 @@ def distill(
         options.update(context=context, max_corpus_sentences=max_sentences, prompt=prompt, splitter=splitter)
         if epochs is not None:
             options["epochs"] = epochs
+        if lr is not None:
+            options["lr"] = lr
     elif method in ("word2vec", "fasttext"):
         from staticsem.distillation.corpus import CorpusOptions
 
