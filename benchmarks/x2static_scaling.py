@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument(
         "--runs",
         default="6x1,12x1,25x1,6x10,12x10,25x10",
-        help="CHUNKSxEPOCHS or CHUNKSxEPOCHS@LR (Adam learning rate, default the paper's 1e-3), comma-separated",
+        help="CHUNKSxEPOCHS or CHUNKSxEPOCHS@LR (Adam lr, default the paper's 1e-3), comma-separated",
     )
     args = parser.parse_args()
     from staticsem.distillation.checkpoint import ChunkStore
