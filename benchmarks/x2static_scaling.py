@@ -41,6 +41,14 @@ def main() -> None:
         default="6x1,12x1,25x1,6x10,12x10,25x10",
         help="CHUNKSxEPOCHS or CHUNKSxEPOCHS@LR (Adam lr, default the paper's 1e-3), comma-separated",
     )
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="model folders scored on the same sets in this run",
+    )
+    parser.add_argument("--save", type=Path, help="save each run's model to SAVE/<run> (for staticsem eval)")
     args = parser.parse_args()
     from staticsem.distillation.checkpoint import ChunkStore
     from staticsem.distillation.teacher import Teacher
@@ -82,7 +90,10 @@ def main() -> None:
                 show_progress=False,
             )
         sentences = int(upto[chunks - 1])
-        scores = wordsim(StaticModel(vocab["words"], table, tokenizer=tokenizer))
+        model = StaticModel(vocab["words"], table, tokenizer=tokenizer)
+        scores = wordsim(model)
+        if args.save:
+            model.save(args.save / run.replace("@", "-lr"), dtype="float32")
         results[run] = {"sentences": sentences, "epochs": epochs, "lr": lr, "steps": stats["steps"], **scores}
         results[run]["seconds"] = stats["train_seconds"]
         print(f"{run}: {sentences:,} sentences, word-sim mean {scores['mean']:.2f}", flush=True)
@@ -100,8 +111,16 @@ def main() -> None:
     ]
     columns = ["sentences", "epochs", "lr", "steps", "word-sim mean", *SETS, "train s"]
     common.print_table("X2Static (sentence contexts) against corpus size", columns, rows)
+    peers = {str(path): wordsim(load(path)) for path in args.compare}
+    if peers:
+        table = [
+            [path, f"{r['mean']:.2f}", *(f"{r.get(n, float('nan')):.1f}" for n in SETS)]
+            for path, r in peers.items()
+        ]
+        common.print_table("Peers in the same run", ["model", "word-sim mean", *SETS], table)
     common.save_json(
-        args.output, {"benchmark": "x2static_scaling", "work": str(args.work), "results": results}
+        args.output,
+        {"benchmark": "x2static_scaling", "work": str(args.work), "results": results, "peers": peers},
     )
 
 
