@@ -26,11 +26,16 @@ import _common as common
 SETS = ("simlex999", "wordsim353-all", "men3000", "rg65", "mturk287", "mturk771")  # as methods.py
 
 
-def parse_run(run: str) -> tuple[int, int, float]:
+def parse_run(run: str, default_lr: float) -> tuple[int, int, float]:
     """``CHUNKSxEPOCHS[@LR]`` → (chunks, epochs, learning rate)."""
     sizes, _, lr = run.partition("@")
     chunks, epochs = (int(v) for v in sizes.split("x"))
-    return chunks, epochs, float(lr or 1e-3)
+    return chunks, epochs, float(lr) if lr else default_lr
+
+
+def set_cells(scores: dict[str, float]) -> list[str]:
+    """The word-sim mean and each set's score, as table cells."""
+    return [f"{scores['mean']:.2f}", *(f"{scores.get(name, float('nan')):.1f}" for name in SETS)]
 
 
 def main() -> None:
@@ -69,7 +74,8 @@ def main() -> None:
     finished = args.work / "x2static"
     tokenizer = load(finished).tokenizer if finished.is_dir() else Teacher().subword_tokenizer
     wordsim = WordSimilarity(args.data, [f"{name}.tsv" for name in SETS])
-    runs = {r.strip(): parse_run(r.strip()) for r in args.runs.split(",") if r.strip()}
+    default_lr = X2StaticSettings(corpus=("unused",)).lr
+    runs = {r.strip(): parse_run(r.strip(), default_lr) for r in args.runs.split(",") if r.strip()}
     for run, (chunks, _, _) in runs.items():
         if not 1 <= chunks <= stored:
             raise SystemExit(f"{run}: the work folder holds {stored} chunks")
@@ -101,10 +107,9 @@ def main() -> None:
         [
             f"{r['sentences']:,}",
             str(r["epochs"]),
-            f"{r.get('lr', 1e-3):g}",
+            f"{r['lr']:g}",
             str(r["steps"]),
-            f"{r['mean']:.2f}",
-            *(f"{r.get(name, float('nan')):.1f}" for name in SETS),
+            *set_cells(r),
             f"{r['seconds']:.0f}",
         ]
         for r in results.values()
@@ -113,10 +118,7 @@ def main() -> None:
     common.print_table("X2Static (sentence contexts) against corpus size", columns, rows)
     peers = {str(path): wordsim(load(path)) for path in args.compare}
     if peers:
-        table = [
-            [path, f"{r['mean']:.2f}", *(f"{r.get(n, float('nan')):.1f}" for n in SETS)]
-            for path, r in peers.items()
-        ]
+        table = [[path, *set_cells(r)] for path, r in peers.items()]
         common.print_table("Peers in the same run", ["model", "word-sim mean", *SETS], table)
     common.save_json(
         args.output,

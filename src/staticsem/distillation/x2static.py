@@ -148,7 +148,7 @@ class Trainer:
         self.table = (torch.rand(vocab_size, width, generator=generator) * 2 - 1) / width
         self.optimiser = LazyAdam(self.table, settings.lr)
         self.position = (0, 0)
-        self.steps, self.loss_sum, self.loss_count = 0, 0.0, 0
+        self.loss_sum, self.loss_count = 0.0, 0
         if state.is_file():
             self._restore(load_file(str(state)))
 
@@ -158,9 +158,14 @@ class Trainer:
             self.optimiser.exp_avg.copy_(torch.from_numpy(saved["exp_avg"]))
             self.optimiser.exp_avg_sq.copy_(torch.from_numpy(saved["exp_avg_sq"]))
             self.optimiser.steps = int(saved["step"][0])
-        epoch, chunk, self.steps = (int(v) for v in saved["position"])
+        epoch, chunk, _ = (int(v) for v in saved["position"])  # its third value repeats "step"
         self.position = (epoch, chunk)
         logger.info("resuming X2Static training at epoch %d, chunk %d", epoch + 1, chunk)
+
+    @property
+    def steps(self) -> int:
+        """Optimiser steps taken so far, resumed runs included."""
+        return self.optimiser.steps
 
     def save(self, epoch: int, chunk: int) -> None:
         """Write table, Adam moments and the next position atomically."""
@@ -190,11 +195,11 @@ class Trainer:
                 continue
             negatives = sampler.negatives((int(kept.sum()), self.settings.negatives), rng)
             index = torch.from_numpy(np.concatenate([ids[kept][:, None], negatives], axis=1))
-            vectors = self.table.index_select(0, index.reshape(-1)).view(*index.shape, -1).requires_grad_()
+            flat = index.reshape(-1)
+            vectors = self.table.index_select(0, flat).view(*index.shape, -1).requires_grad_()
             loss = negative_sampling_loss(vectors, contexts[torch.from_numpy(owner[kept])])
             (grad,) = torch.autograd.grad(loss, vectors)
-            self.optimiser.step(index.reshape(-1), grad.reshape(-1, grad.shape[-1]))
-            self.steps += 1
+            self.optimiser.step(flat, grad.reshape(len(flat), -1))
             self.loss_sum, self.loss_count = self.loss_sum + loss.item(), self.loss_count + 1
 
 
