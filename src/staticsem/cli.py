@@ -208,6 +208,13 @@ _command(name="eval", epilog=EVAL_EPILOG)(_evaluate)
 _command(name="analyze", epilog=ANALYZE_EPILOG)(_analyze)
 
 
+# The server (staticsem.cli_serve; FastAPI and uvicorn load only when it runs).
+from staticsem.cli_serve import EPILOG as SERVE_EPILOG  # noqa: E402
+from staticsem.cli_serve import serve as _serve  # noqa: E402
+
+_command(name="serve", epilog=SERVE_EPILOG)(_serve)
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2 (usage errors too)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")

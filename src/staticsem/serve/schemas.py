@@ -1,0 +1,174 @@
+"""Request and response models: they are the OpenAPI schema, so clients and schemathesis see exact types.
+
+``/v1/embeddings`` follows the OpenAI embeddings API, so OpenAI client libraries work unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_unicode(text: str) -> str:
+    """JSON can spell lone surrogates (``"\\ud800"``); no UTF-8 text holds them, so refuse them here."""
+    if not text.isascii() and _SURROGATE.search(text):
+        raise ValueError("text holds a lone surrogate (not valid Unicode)")
+    return text
+
+
+def limited(name: str) -> Any:
+    """Mark a field with the limit that bounds it; ``document_limits`` writes the configured number."""
+    return Field(json_schema_extra={"x-limit": name})
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode), limited("max_chars")]
+Texts = Annotated[list[Text], limited("max_inputs")]
+K = Annotated[int, Field(ge=1), limited("max_k")]
+MetadataValue = Text | int | float | bool | None
+
+
+class ErrorBody(BaseModel):
+    message: str = Field(description="What was wrong, in one line.")
+    type: str = Field(description="invalid_request, limit_exceeded, unauthorized, not_found, ...")
+    limit: str | None = Field(None, description="The limit that was exceeded (e.g. max_inputs), if any.")
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorBody
+
+
+# ---------------------------------------------------------------- embeddings (OpenAI)
+class EmbeddingRequest(BaseModel):
+    input: Text | Annotated[Texts, Field(min_length=1)] = Field(description="One text or a list of texts.")
+    model: str | None = Field(None, description="Accepted for compatibility; the served model answers.")
+    encoding_format: Literal["float", "base64"] = Field(
+        "float", description="float: JSON numbers; base64: little-endian float32 bytes, base64-encoded."
+    )
+    dimensions: Annotated[int, Field(ge=1), limited("dim")] | None = Field(
+        None, description="Keep the first N dimensions (re-normalised); at most the model's."
+    )
+    user: str | None = None
+
+
+class Embedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = Field(description="Words in the inputs.")
+    total_tokens: int
+
+
+class EmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[Embedding]
+    model: str
+    usage: Usage
+
+
+# ---------------------------------------------------------------- similarity and words
+class PairsRequest(BaseModel):
+    """One cosine per pair of texts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pairs: Annotated[list[tuple[Text, Text]], limited("max_inputs")]
+
+
+class MatrixRequest(BaseModel):
+    """The cosine matrix of texts (rows) × others (columns; default: texts again)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    texts: Texts
+    others: Texts | None = None
+
+
+class SimilarityResponse(BaseModel):
+    scores: list[float] | None = Field(None, description="Cosine of each pair.")
+    matrix: list[list[float]] | None = Field(None, description="Cosine of texts[i] and others[j].")
+
+
+class WordScore(BaseModel):
+    word: str
+    score: float
+
+
+class NeighborsResponse(BaseModel):
+    word: str
+    neighbors: list[WordScore]
+
+
+class AnalogyRequest(BaseModel):
+    """a : b :: c : ?"""
+
+    a: Text
+    b: Text
+    c: Text
+    k: K = 5
+
+
+class AnalogyResponse(BaseModel):
+    answers: list[WordScore]
+
+
+# ---------------------------------------------------------------- search index
+class SearchRequest(BaseModel):
+    query: Text
+    k: K = 10
+    mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
+    where: dict[Text, Text] | None = Field(
+        None, description="Keep documents whose metadata has these values."
+    )
+
+
+class Hit(BaseModel):
+    id: str
+    score: float
+    text: str
+    metadata: dict[str, Any]
+
+
+class SearchResponse(BaseModel):
+    hits: list[Hit]
+
+
+class DocumentIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    text: Text
+    id: Text | None = Field(None, description="Assigned by the index when missing.")
+    metadata: dict[Text, MetadataValue] = Field(default_factory=dict)
+
+
+class DocumentsRequest(BaseModel):
+    documents: Annotated[list[DocumentIn], limited("max_inputs")]
+    upsert: bool = Field(False, description="Replace documents whose id exists instead of refusing.")
+
+
+class DocumentsResponse(BaseModel):
+    changed: int = Field(description="Documents added, replaced or deleted.")
+    documents: int = Field(description="Documents in the index now.")
+
+
+# ---------------------------------------------------------------- service
+class HealthResponse(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class InfoResponse(BaseModel):
+    model: str
+    version: str
+    dim: int
+    words: int | None = Field(None, description="Vocabulary size (static models).")
+    dtype: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    limits: dict[str, int]
+    index: dict[str, Any] | None = Field(None, description="The served index's info, if any.")
+    writes: bool = Field(description="Whether /documents accepts requests (an API key is configured).")

@@ -1,0 +1,28 @@
+"""Fuzz the server from its own OpenAPI schema with schemathesis: no 5xx, answers that match the schema."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+schemathesis = pytest.importorskip("schemathesis")
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from staticsem import StaticModel  # noqa: E402
+from staticsem.serve import Limits, create_app  # noqa: E402
+
+KEY = "fuzz-key"
+
+
+WORDS = ["the", "cat", "sat", "on", "mat", "dog", "king", "queen", "man", "woman", "paris", "france"]
+LIMITS = Limits(max_inputs=64, max_chars=2_000, max_body_bytes=200_000, max_k=50, max_matrix_cells=1_000)
+# Built at import: schemathesis reads the schema when the tests are collected.
+MODEL = StaticModel(WORDS, np.random.default_rng(3).normal(size=(len(WORDS), 8)).astype(np.float32))
+schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(MODEL, limits=LIMITS, api_key=KEY))
+
+
+@schema.parametrize()
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+def test_api_conforms_to_its_schema(case) -> None:  # type: ignore[no-untyped-def]
+    case.call_and_validate(headers={"Authorization": f"Bearer {KEY}"})
