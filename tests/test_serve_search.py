@@ -1,0 +1,74 @@
+"""The index endpoints (/search, /documents) against a tiny index built with ``Index.build``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+search = pytest.importorskip("staticsem.search")
+from fastapi.testclient import TestClient  # noqa: E402
+
+import staticsem  # noqa: E402
+from staticsem.serve import Limits, create_app  # noqa: E402
+
+KEY = {"Authorization": "Bearer k"}
+DOCS = [
+    {"id": "d1", "text": "the cat sat on the mat", "topic": "pets"},
+    {"id": "d2", "text": "the king and the queen of france", "topic": "royals"},
+    {"id": "d3", "text": "a happy dog ran to the house", "topic": "pets"},
+    {"id": "d4", "text": "a man and a woman in paris", "topic": "people"},
+]
+
+
+@pytest.fixture()
+def index(saved_model: Path, tmp_path: Path) -> Iterator[object]:
+    built = search.Index.build(saved_model, DOCS, tmp_path / "index")
+    built.close()
+    opened = search.Index.open(tmp_path / "index", model=staticsem.load(saved_model))
+    yield opened
+    opened.close()
+
+
+@pytest.fixture()
+def client(index) -> Iterator[TestClient]:  # type: ignore[no-untyped-def]
+    app = create_app(index.model, index=index, api_key="k", limits=Limits(max_inputs=3, max_k=50))
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
+def test_search_answers_what_the_index_answers(client: TestClient, index, mode: str) -> None:  # type: ignore[no-untyped-def]
+    hits = client.post("/search", json={"query": "king queen", "k": 3, "mode": mode}).json()["hits"]
+    expected = [hit.to_dict() for hit in index.search("king queen", 3, mode=mode)]
+    assert [h["id"] for h in hits] == [h["id"] for h in expected]
+    assert [h["score"] for h in hits] == pytest.approx([h["score"] for h in expected])
+    assert hits[0]["id"] == "d2" and hits[0]["metadata"] == {"topic": "royals"}
+
+
+def test_search_filters_on_metadata(client: TestClient) -> None:
+    hits = client.post("/search", json={"query": "the cat", "k": 10, "where": {"topic": "pets"}}).json()["hits"]
+    assert {h["id"] for h in hits} <= {"d1", "d3"} and hits
+
+
+def test_documents_are_added_replaced_and_deleted(client: TestClient) -> None:
+    new = {"documents": [{"id": "d5", "text": "a queen in paris", "metadata": {"topic": "royals"}}]}
+    assert client.post("/documents", json=new, headers=KEY).json() == {"changed": 1, "documents": 5}
+    hits = client.post("/search", json={"query": "queen paris", "k": 2, "mode": "bm25"}).json()["hits"]
+    assert "d5" in [h["id"] for h in hits]
+    assert client.post("/documents", json=new, headers=KEY).status_code == 422  # duplicate id
+    assert client.post("/documents", json={**new, "upsert": True}, headers=KEY).json()["documents"] == 5
+    assert client.delete("/documents/d5", headers=KEY).json() == {"changed": 1, "documents": 4}
+    assert client.delete("/documents/d5", headers=KEY).status_code == 404
+    assert client.get("/info").json()["index"]["documents"] == 4
+
+
+def test_document_writes_keep_the_rules(client: TestClient) -> None:
+    reserved = {"documents": [{"text": "x", "metadata": {"id": "y"}}]}
+    assert "reserved" in client.post("/documents", json=reserved, headers=KEY).json()["error"]["message"]
+    too_many = {"documents": [{"text": "x"}] * 4}
+    assert client.post("/documents", json=too_many, headers=KEY).json()["error"]["limit"] == "max_inputs"
+    assert client.post("/documents", json={"documents": [{"text": "x"}]}).status_code == 401
+    assert client.get("/info").json()["writes"] is True
