@@ -244,7 +244,10 @@ def test_interrupted_add_changes_nothing(index: Index) -> None:
     with pytest.raises(RuntimeError):
         index.add(docs_then_fail(), batch_size=3)
     assert len(index) == count and index.search("kitten", 5) == before
+    assert index.info()["vectors"] == count - 2  # the vectors of the failed batches are gone too
     assert Index.open(index.path).search("kitten", 5) == before
+    index.add([{"id": "n0", "text": "cat king"}])
+    assert ids(index.search("n0 cat king", 1, mode="bm25")) == ["n0"] and index.info()["vectors"] == count - 1
 
 
 KILL_SCRIPT = """
