@@ -343,7 +343,8 @@ def test_cli_errors_are_one_line(model_dir: Path, tmp_path: Path, model: StaticM
     bad.write_bytes(b"ok\n\xff\n")
     code, _, err = cli("index", "build", model_dir, bad, "--out", tmp_path / "ix")
     assert code == 2 and err.strip().splitlines() == [
-        f"error: {bad}:2: not valid UTF-8 (byte 0xff at column 1); pass --errors replace to substitute such bytes"
+        f"error: {bad}:2: not valid UTF-8 (byte 0xff at column 1); "
+        "pass --errors replace to substitute such bytes"
     ]
     assert not (tmp_path / "ix").exists()
     good = tmp_path / "good.txt"
