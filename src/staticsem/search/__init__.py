@@ -13,9 +13,9 @@ _NAMES = {
     "Document": "documents",
     "read_documents": "documents",
     "FusionSettings": "fusion",
-    "Hit": "index",
+    "Hit": "common",
     "Index": "index",
-    "SearchMode": "index",
+    "SearchMode": "common",
     "HnswSettings": "vectors",
 }
 __all__ = sorted(_NAMES)

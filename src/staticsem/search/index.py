@@ -10,14 +10,11 @@ kill at any point leaves the previous state readable; ``build`` fills a temporar
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import itertools
 import json
 import threading
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
 from datetime import datetime, timezone
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ import numpy as np
 from staticsem.errors import InputError, ModelFormatError, parse_choice
 from staticsem.io.atomic import atomic_file, atomic_folder
 from staticsem.model import StaticModel
+from staticsem.search.common import Hit, SearchMode, batches, model_sha256, progress, resolve_model
 from staticsem.search.documents import Document
 from staticsem.search.fusion import FusionSettings, fuse
 from staticsem.search.store import DocStore, Row
@@ -33,50 +31,6 @@ from staticsem.search.vectors import DTYPES, HnswSettings, VectorIndex, vector_f
 
 CONFIG, DATABASE = "config.json", "docs.sqlite"
 FORMAT = "staticsem-index"
-
-
-class SearchMode(str, Enum):
-    DENSE = "dense"
-    BM25 = "bm25"
-    HYBRID = "hybrid"
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result; ``score`` is higher for better hits (cosine, negated BM25, or fused)."""
-
-    id: str
-    score: float
-    text: str
-    metadata: dict[str, Any]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def model_sha256(model: StaticModel) -> str:
-    """SHA-256 of what decides a model's vectors: vocabulary, matrix, int8 scales."""
-    digest = hashlib.sha256()
-    digest.update("\n".join(model.vocab).encode())
-    digest.update(str(model.vectors.dtype).encode() + np.ascontiguousarray(model.vectors).tobytes())
-    if model.scales is not None:
-        digest.update(model.scales.tobytes())
-    return digest.hexdigest()
-
-
-def _model(model: StaticModel | str | Path) -> tuple[StaticModel, str | None]:
-    if isinstance(model, StaticModel):
-        source = model.metadata.get("source")
-        return model, str(Path(source).resolve()) if source else None
-    from staticsem.io import load
-
-    return load(model), str(Path(model).resolve())
-
-
-def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    iterator = iter(items)
-    while batch := list(itertools.islice(iterator, size)):
-        yield batch
 
 
 class Index:
@@ -111,7 +65,7 @@ class Index:
         show_progress: bool = False,
     ) -> Index:
         """Index ``documents`` into a new folder ``path`` (an existing index there is replaced on success)."""
-        static, model_path = _model(model)
+        static, model_path = resolve_model(model)
         if dtype not in DTYPES:
             raise InputError(f"unknown vector dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
         config = {
@@ -157,7 +111,7 @@ class Index:
                     f"{path}: its model {recorded.get('path')} is missing; give the model it was built with"
                 )
             model = recorded["path"]
-        static, _ = _model(model)
+        static, _ = resolve_model(model)
         if model_sha256(static) != recorded["sha256"]:
             raise InputError(
                 f"{path} was built with another model ({recorded.get('path')}, sha256 "
@@ -203,9 +157,9 @@ class Index:
         """
         if batch_size < 1:
             raise InputError(f"batch_size must be positive, got {batch_size}")
-        with self._transaction(), _progress(show_progress) as advance:
+        with self._transaction(), progress(show_progress) as advance:
             added = 0
-            for batch in _batches(documents, batch_size):
+            for batch in batches(documents, batch_size):
                 added += self._add_batch([Document.coerce(item) for item in batch], upsert)
                 advance(len(batch))
             return added
@@ -395,17 +349,3 @@ def _read_config(path: Path) -> dict[str, Any]:
         if not isinstance(config.get(key), dict):
             raise ModelFormatError(f"{path / CONFIG}: {key!r} is missing or not an object")
     return config
-
-
-@contextlib.contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int], None]]:
-    """Yield ``advance(n)``: a rich counter of indexed documents when enabled."""
-    if not enabled:
-        yield lambda n: None
-        return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    columns = (SpinnerColumn(), TextColumn("indexed {task.completed:,} documents"), TimeElapsedColumn())
-    with Progress(*columns) as bar:
-        task = bar.add_task("indexing", total=None)
-        yield lambda n: bar.advance(task, n)
