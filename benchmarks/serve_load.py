@@ -58,7 +58,9 @@ def raise_open_files(wanted: int = 16_384) -> None:
 
 
 # ---------------------------------------------------------------- client process
-async def _load(url: str, sentences: list[str], connections: int, batch: int, duration: float) -> dict[str, Any]:
+async def _load(
+    url: str, sentences: list[str], connections: int, batch: int, duration: float
+) -> dict[str, Any]:
     import httpx
 
     latencies: list[float] = []
@@ -170,7 +172,9 @@ def _start(command: list[str], port: int) -> subprocess.Popen[bytes]:
     raise SystemExit(f"server did not start: {' '.join(command)}")
 
 
-def _client(args: argparse.Namespace, port: int, connections: int, batch: int, duration: float) -> dict[str, Any]:
+def _client(
+    args: argparse.Namespace, port: int, connections: int, batch: int, duration: float
+) -> dict[str, Any]:
     command = [sys.executable, str(HERE), "--data", str(args.data), "--client", f"http://127.0.0.1:{port}"]
     command += ["--connections", str(connections), "--batch", str(batch), "--duration", str(duration)]
     done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=duration + 300)
@@ -206,7 +210,9 @@ def measure(args: argparse.Namespace, server: str, command: list[str], port: int
 
 def main() -> None:
     parser = common.base_parser(__doc__)
-    parser.add_argument("--model", type=Path, default=None, help="static model to serve (default: token model)")
+    parser.add_argument(
+        "--model", type=Path, default=None, help="static model to serve (default: token model)"
+    )
     parser.add_argument("--duration", type=float, default=30.0, help="seconds per load (default 30)")
     parser.add_argument("--port", type=int, default=8765, help="loopback port for the servers")
     parser.add_argument("--no-teacher", action="store_true", help="skip the teacher (quick runs)")
@@ -228,12 +234,26 @@ def main() -> None:
     static = [sys.executable, "-c", cli, "serve", str(model), "--port", str(args.port), "--name", model.name]
     rows = measure(args, "staticsem", static, args.port)
     if not args.no_teacher:
-        rows += measure(args, "teacher", [sys.executable, str(HERE), "--serve-teacher", "--port", str(args.port)], args.port)
+        rows += measure(
+            args,
+            "teacher",
+            [sys.executable, str(HERE), "--serve-teacher", "--port", str(args.port)],
+            args.port,
+        )
     report(rows, model, args)
 
 
 def report(rows: list[dict[str, Any]], model: Path, args: argparse.Namespace) -> None:
-    columns = ["server", "requests/s", "sentences/s", "p50 ms", "p99 ms", "errors", "RSS MB before → after", "CPU %"]
+    columns = [
+        "server",
+        "requests/s",
+        "sentences/s",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+        "RSS MB before → after",
+        "CPU %",
+    ]
     for label, _, _ in LOADS:
         table = [
             [
@@ -257,7 +277,13 @@ def report(rows: list[dict[str, Any]], model: Path, args: argparse.Namespace) ->
             ratios[label] = round(by["staticsem"] / by["teacher"], 1)
             print(f"{label}: staticsem / teacher requests/s = {ratios[label]}×")
     machine = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
-    results = {"model": str(model), "duration_s": args.duration, "machine": machine, "rows": rows, "ratios": ratios}
+    results = {
+        "model": str(model),
+        "duration_s": args.duration,
+        "machine": machine,
+        "rows": rows,
+        "ratios": ratios,
+    }
     common.save_json(args.output, results)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -19,7 +22,21 @@ WORDS = ["the", "cat", "sat", "on", "mat", "dog", "king", "queen", "man", "woman
 LIMITS = Limits(max_inputs=64, max_chars=2_000, max_body_bytes=200_000, max_k=50, max_matrix_cells=1_000)
 # Built at import: schemathesis reads the schema when the tests are collected.
 MODEL = StaticModel(WORDS, np.random.default_rng(3).normal(size=(len(WORDS), 8)).astype(np.float32))
-schema = schemathesis.openapi.from_asgi("/openapi.json", create_app(MODEL, limits=LIMITS, api_key=KEY))
+DOCS = [{"text": f"the {w} sat on the mat", "id": f"d{i}", "kind": w} for i, w in enumerate(WORDS)]
+_FOLDER = tempfile.TemporaryDirectory(prefix="staticsem-fuzz-")  # removed when the session ends
+
+
+def _index():  # type: ignore[no-untyped-def]
+    """A tiny index when the search extra is there (else /search and /documents answer 404)."""
+    try:
+        from staticsem.search import Index
+    except ImportError:
+        return None
+    return Index.build(MODEL, DOCS, Path(_FOLDER.name) / "index")
+
+
+APP = create_app(MODEL, limits=LIMITS, api_key=KEY, index=_index())
+schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 
 @schema.parametrize()

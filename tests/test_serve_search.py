@@ -49,7 +49,9 @@ def test_search_answers_what_the_index_answers(client: TestClient, index, mode: 
 
 
 def test_search_filters_on_metadata(client: TestClient) -> None:
-    hits = client.post("/search", json={"query": "the cat", "k": 10, "where": {"topic": "pets"}}).json()["hits"]
+    hits = client.post("/search", json={"query": "the cat", "k": 10, "where": {"topic": "pets"}}).json()[
+        "hits"
+    ]
     assert {h["id"] for h in hits} <= {"d1", "d3"} and hits
 
 
@@ -58,7 +60,7 @@ def test_documents_are_added_replaced_and_deleted(client: TestClient) -> None:
     assert client.post("/documents", json=new, headers=KEY).json() == {"changed": 1, "documents": 5}
     hits = client.post("/search", json={"query": "queen paris", "k": 2, "mode": "bm25"}).json()["hits"]
     assert "d5" in [h["id"] for h in hits]
-    assert client.post("/documents", json=new, headers=KEY).status_code == 422  # duplicate id
+    assert client.post("/documents", json=new, headers=KEY).status_code == 409  # duplicate id
     assert client.post("/documents", json={**new, "upsert": True}, headers=KEY).json()["documents"] == 5
     assert client.delete("/documents/d5", headers=KEY).json() == {"changed": 1, "documents": 4}
     assert client.delete("/documents/d5", headers=KEY).status_code == 404

@@ -33,7 +33,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 # Every route can meet a bad body (400/413/415/422) and an unexpected failure (500).
 COMMON = _errors(400, 404, 413, 415, 422, 500)
-WRITE = _errors(400, 401, 403, 404, 413, 415, 422, 500)
+WRITE = _errors(400, 401, 403, 404, 409, 413, 415, 422, 500)
 
 router = APIRouter()
 bearer = HTTPBearer(auto_error=False, description="The key named by --api-key-env, as `Bearer KEY`.")
@@ -136,17 +136,19 @@ def create_app(
     index: Any = None,
     limits: Limits | None = None,
     api_key: str | None = None,
+    close_index: bool = False,
 ) -> FastAPI:
     """The server for ``model`` (and ``index``, a ``staticsem.search.Index``) under ``limits``.
 
-    ``api_key`` enables the write endpoints; without it they answer 403.
+    ``api_key`` enables the write endpoints; without it they answer 403. ``close_index`` closes the
+    index when the app shuts down (for an index the app opened itself).
     """
     limits = limits or Limits()
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        if index is not None:
+        if close_index and index is not None:
             index.close()
 
     app = FastAPIOffline(
@@ -199,7 +201,12 @@ def app_from_settings(settings: ServeSettings) -> FastAPI:
 
         index = Index.open(settings.index, model=model)
     return create_app(
-        model, name=settings.model_name, index=index, limits=settings.limits, api_key=settings.api_key()
+        model,
+        name=settings.model_name,
+        index=index,
+        limits=settings.limits,
+        api_key=settings.api_key(),
+        close_index=True,
     )
 
 

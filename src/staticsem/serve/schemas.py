@@ -29,6 +29,10 @@ Text = Annotated[str, AfterValidator(_valid_unicode), limited("max_chars")]
 Texts = Annotated[list[Text], limited("max_inputs")]
 K = Annotated[int, Field(ge=1), limited("max_k")]
 MetadataValue = Text | int | float | bool | None
+# What the index accepts as a metadata field name (staticsem.search: filterable with ``where``).
+FieldName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=128)]
+# pydantic writes a key pattern as patternProperties; without this, other keys would look allowed.
+ONLY_FIELD_NAMES = Field(json_schema_extra={"additionalProperties": False})
 
 
 class ErrorBody(BaseModel):
@@ -123,7 +127,7 @@ class SearchRequest(BaseModel):
     query: Text
     k: K = 10
     mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
-    where: dict[Text, Text] | None = Field(
+    where: Annotated[dict[FieldName, Text], ONLY_FIELD_NAMES] | None = Field(
         None, description="Keep documents whose metadata has these values."
     )
 
@@ -144,12 +148,14 @@ class DocumentIn(BaseModel):
 
     text: Text
     id: Text | None = Field(None, description="Assigned by the index when missing.")
-    metadata: dict[Text, MetadataValue] = Field(default_factory=dict)
+    metadata: Annotated[dict[FieldName, MetadataValue], ONLY_FIELD_NAMES] = Field(default_factory=dict)
 
 
 class DocumentsRequest(BaseModel):
     documents: Annotated[list[DocumentIn], limited("max_inputs")]
-    upsert: bool = Field(False, description="Replace documents whose id exists instead of refusing.")
+    upsert: bool = Field(
+        False, strict=True, description="Replace documents whose id exists instead of refusing."
+    )
 
 
 class DocumentsResponse(BaseModel):

@@ -155,13 +155,21 @@ class Service:
     def add(self, request: schemas.DocumentsRequest) -> schemas.DocumentsResponse:
         index = self._index()
         self.check_texts([doc.text for doc in request.documents], "documents")
+        for at, doc in enumerate(request.documents):
+            strings = [value for value in doc.metadata.values() if isinstance(value, str)]
+            self.check_texts([doc.id or "", *strings], f"documents[{at}].id/metadata")
         docs = []
         for at, doc in enumerate(request.documents):
             clash = {"text", "id"} & doc.metadata.keys()
             if clash:
                 raise ApiError(422, f"body.documents.{at}.metadata: key {sorted(clash)[0]!r} is reserved")
             docs.append({"text": doc.text, **({} if doc.id is None else {"id": doc.id}), **doc.metadata})
-        changed = index.add(docs, upsert=request.upsert)
+        try:
+            changed = index.add(docs, upsert=request.upsert)
+        except InputError as exc:
+            if "duplicate document id" in str(exc):  # the index's one error for an id it already has
+                raise ApiError(409, str(exc), "conflict") from None
+            raise
         return schemas.DocumentsResponse(changed=changed, documents=len(index))
 
     def delete(self, doc_id: str) -> schemas.DocumentsResponse:
