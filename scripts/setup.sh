@@ -13,16 +13,26 @@ quiet .venv/bin/python -m pip install -q --upgrade pip
 quiet .venv/bin/python -m pip install -q "torch==2.13.0"
 quiet .venv/bin/python -m pip install -q -e ".[distill,eval,search,serve,dev]"
 
-if [ ! -f /usr/share/wordnet/data.noun ] || [ ! -f /usr/share/dictd/gcide.dict.dz ]; then
-    SUDO=""
-    [ "$(id -u)" = 0 ] || SUDO=$(command -v sudo || true)
-    if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || [ -n "$SUDO" ]; }; then
+# apt_install NOTE PACKAGE...: Debian packages, where apt-get works (root or sudo); else print NOTE.
+apt_install() {
+    local note=$1 sudo=""
+    shift
+    [ "$(id -u)" = 0 ] || sudo=$(command -v sudo || true)
+    if command -v apt-get >/dev/null && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
         export DEBIAN_FRONTEND=noninteractive
-        { $SUDO apt-get install -y -qq wordnet-base dict-gcide \
-            || { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq wordnet-base dict-gcide; }; } >/dev/null 2>&1 \
-            || echo "note: could not install wordnet-base and dict-gcide; the demo will use the token method"
+        { $sudo apt-get install -y -qq "$@" \
+            || { $sudo apt-get update -qq && $sudo apt-get install -y -qq "$@"; }; } >/dev/null 2>&1 \
+            || echo "note: could not install $*; $note"
     else
-        echo "note: no apt-get here, so no embedded corpus; the demo will use the token method"
+        echo "note: no apt-get here to install $*; $note"
     fi
+}
+
+if [ ! -f /usr/share/wordnet/data.noun ] || [ ! -f /usr/share/dictd/gcide.dict.dz ]; then
+    apt_install "the demo will use the token method" wordnet-base dict-gcide
+fi
+# The browser the playground tests drive with Playwright (its own browser download is not used).
+if [ ! -x /usr/bin/chromium ]; then
+    apt_install "the playground's browser tests will skip" chromium
 fi
 .venv/bin/python -c "import torch, staticsem, staticsem.distillation; print('staticsem', staticsem.__version__, '| torch', torch.__version__)"

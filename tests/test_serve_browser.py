@@ -15,9 +15,8 @@ import pytest
 pytest.importorskip("fastapi")
 playwright = pytest.importorskip("playwright.sync_api")
 
-from servers import Server, running  # noqa: E402
-
 import staticsem  # noqa: E402
+from servers import Server, running  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
