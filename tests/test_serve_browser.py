@@ -111,4 +111,7 @@ def test_search_shows_hits(page, saved_model: Path, tmp_path: Path) -> None:  # 
         page.fill("#sentences", "\n".join(SENTENCES))
         page.click("#compare")
         playwright.expect(page.locator("#heatmap .cell")).to_have_count(len(SENTENCES) ** 2)
+        page.fill("#word", "queen")
+        page.click("#lookup")
+        playwright.expect(page.locator("#neighbors li")).to_have_count(10)
         screenshot(page)
