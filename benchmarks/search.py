@@ -27,6 +27,7 @@ import _common as common
 
 DEPTH = 100
 RRF_GRID = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5]  # dense weight; BM25 weight 1, k 60
+COMMON_DF = (0.5, 0.2, 0.1, 0.05)
 CONVEX_GRID = [round(0.05 * i, 2) for i in range(1, 20)]
 
 
@@ -63,6 +64,12 @@ def index_lists(model: Path, doc_ids: list[str], docs: list[str], queries: list[
     check = index.search(queries[0], 10, mode="hybrid")  # the library's own fusion agrees with ours here
     mine = fused(lists["dense"][0], lists["bm25"][0], "rrf", 1.0)[:10]
     assert [h.id for h in check] == [doc for doc, _ in mine], "offline fusion differs from Index.search"
+    for common_df in COMMON_DF:  # BM25 leaving out words found in more than this share of documents
+        index.store.common_df = common_df
+        lists[f"bm25 common_df={common_df}"] = [
+            [(h.id, h.score) for h in index.search(q, DEPTH, mode="bm25")] for q in queries
+        ]
+    index.close()
     return lists, built
 
 
@@ -132,7 +139,7 @@ def quality(args: Any) -> dict[str, Any]:
         bm25 = lists["bm25"]
         row = {
             mode: 100 * float(np.mean(ndcg10([[d for d, _ in r] for r in lists[mode]], judged)))
-            for mode in ("dense", "bm25")
+            for mode in lists
         }
         for method, weight in (("rrf", 1.0), ("convex", 0.5)):
             rankings = [

@@ -30,6 +30,7 @@ import numpy as np
 
 import _common as common
 
+COMMON_DF = (1.0, 0.1)
 CORPUS_FILES = [f"corpus/enwiki2015-sentences-0{i}.txt.gz" for i in range(3)]
 
 
@@ -38,6 +39,7 @@ def parse_args() -> Any:
     parser.add_argument("--swe", type=Path, required=True, help="the SWE model (README's full recipe)")
     parser.add_argument("--limit", type=int, default=None, help="index only the first N sentences")
     parser.add_argument("--queries", type=int, default=1000, help="how many query sentences")
+    parser.add_argument("--bm25-queries", type=int, default=200, help="queries for the BM25/hybrid latency")
     parser.add_argument("--phase", default=None, help="internal: run one measured phase and print its JSON")
     return parser.parse_args()
 
@@ -163,8 +165,13 @@ def phase(args: Any) -> dict[str, Any]:
             "recall@10": recall(found, truth),
             "vector search": latencies(lambda q: index.vectors.search(q, 10), query_vectors),
         }
-        for mode in ("dense", "bm25", "hybrid"):
-            out[f"Index.search {mode}"] = latencies(lambda q, m=mode: index.search(q, 10, mode=m), queries)
+        out["Index.search dense"] = latencies(lambda q: index.search(q, 10, mode="dense"), queries)
+        for common_df in COMMON_DF:  # exact BM25 scores every document holding any query word: slow
+            index.store.common_df = common_df
+            for mode in ("bm25", "hybrid"):
+                out[f"Index.search {mode} common_df={common_df}"] = latencies(
+                    lambda q, m=mode: index.search(q, 10, mode=m), queries[: args.bm25_queries]
+                )
         out["peak_rss_mib"] = peak_rss_mib()
         return out
     raise SystemExit(f"unknown phase {args.phase}")
@@ -174,27 +181,25 @@ def scale(args: Any) -> dict[str, Any]:
     (args.models / "search" / "scale").mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"limit": args.limit, "queries": args.queries}
     for name in ("build", "vectors", "vicinity", "vectors-only", "query"):
-        command = [
-            sys.executable,
-            __file__,
-            "--phase",
-            name,
-            "--swe",
-            str(args.swe),
-            "--data",
-            str(args.data),
-            "--models",
-            str(args.models),
-            "--queries",
-            str(args.queries),
-        ]
-        if args.limit:
-            command += ["--limit", str(args.limit)]
+        options = {
+            "swe": args.swe,
+            "data": args.data,
+            "models": args.models,
+            "queries": args.queries,
+            "bm25-queries": args.bm25_queries,
+            "limit": args.limit,
+        }
+        command = [sys.executable, __file__, "--phase", name]
+        command += [item for key, value in options.items() if value for item in (f"--{key}", str(value))]
         print(f"phase {name} ...", flush=True)
         done = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)
         results[name] = json.loads(done.stdout.strip().splitlines()[-1])
         print(json.dumps(results[name]), flush=True)
     return results
+
+
+def searches(query: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
+    return [(k.removeprefix("Index.search "), v) for k, v in query.items() if k.startswith("Index.search")]
 
 
 def report_scale(results: dict[str, Any]) -> None:
@@ -244,10 +249,7 @@ def report_scale(results: dict[str, Any]) -> None:
             query["vector search"],
             f"{query['recall@10']:.4f}",
         ],
-        *[
-            [f"staticsem Index.search {m} (text in, rows out)", query[f"Index.search {m}"], ""]
-            for m in ("dense", "bm25", "hybrid")
-        ],
+        *[[f"staticsem Index.search {m} (text in, rows out)", t, ""] for m, t in searches(query)],
     ]
     common.print_table(
         f"Queries: {results['queries']} STS-B sentences, k=10, one thread; recall@10 vs exact float32 search",
