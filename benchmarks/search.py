@@ -1,35 +1,22 @@
-"""staticsem.search: ranking quality on SciFact, and build/query speed at 1.49 M documents vs vicinity.
+"""staticsem.search ranking quality on SciFact: dense, BM25 and hybrid vs the teacher (same run).
 
-``quality`` (SciFact of ``--data``: 5,183 abstracts, the 809 judged train queries, nDCG@10 x100): a
-staticsem ``Index`` per static model (``--swe``, and model2vec distilled from the same teacher), its
-dense, BM25 (SQLite FTS5) and hybrid rankings, and the teacher's own dense ranking (exact cosine) in the
-same run. Hybrid fuses the dense and BM25 top-100 lists; the fusion rule and weights are chosen by 2-fold
+SciFact of ``--data`` (5,183 abstracts, the 809 judged train queries, nDCG@10 x100): a staticsem
+``Index`` per static model (``--swe``, and model2vec distilled from the same teacher), its dense, BM25
+(SQLite FTS5) and hybrid rankings, and the teacher's own dense ranking (exact cosine) in the same run.
+Hybrid fuses the dense and BM25 top-100 lists; the fusion rule and weights are chosen by 2-fold
 cross-validation over the queries (odd / even query positions: each half is scored with the setting
 that was best on the other half), so the reported hybrid score is never tuned on the queries it scores.
 The teacher + BM25 fusion is shown for reference.
 
-``scale`` (the 1.49 M Wikipedia sentences of ``--data``, one document each; every phase runs in a fresh
-subprocess for its own peak RSS): our ``Index.build`` from the gzip files (encode + SQLite/FTS5 + HNSW),
-its size on disk; the same model's vectors, from which vicinity (model2vec's nearest-neighbour library,
-usearch backend, its defaults) and our vector index alone are built; then, for 1,000 STS-B dev sentences
-as queries, single-thread latency (p50 / p99, k=10) of vicinity's ``query`` and of our vector search on
-the same query vectors, of our whole ``Index.search`` (encode + search + SQLite rows) in each mode, and
-recall@10 of both HNSW indexes against exact float32 search.
+Build and query speed at 1.49 M documents against vicinity: ``benchmarks/search_scale.py``.
 
 Run::
 
-    python benchmarks/search.py quality --swe models/swe-wiki --output benchmarks/results/search_quality.json
-    python benchmarks/search.py scale --swe models/swe-wiki --output benchmarks/results/search_scale.json
+    python benchmarks/search.py --swe models/swe-wiki --output benchmarks/results/search_quality.json
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import resource
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -38,19 +25,15 @@ import numpy as np
 
 import _common as common
 
-CORPUS_FILES = [f"corpus/enwiki2015-sentences-0{i}.txt.gz" for i in range(3)]
 DEPTH = 100
-RRF_GRID = [(w, 60.0) for w in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5)]
+RRF_GRID = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5]  # dense weight; BM25 weight 1, k 60
+COMMON_DF = (0.5, 0.2, 0.1, 0.05)
 CONVEX_GRID = [round(0.05 * i, 2) for i in range(1, 20)]
 
 
 def parse_args() -> Any:
     parser = common.base_parser(__doc__)
-    parser.add_argument("part", choices=["quality", "scale", "_phase"])
     parser.add_argument("--swe", type=Path, required=True, help="the SWE model (README's full recipe)")
-    parser.add_argument("--limit", type=int, default=None, help="scale: index only the first N sentences")
-    parser.add_argument("--queries", type=int, default=1000, help="scale: how many query sentences")
-    parser.add_argument("--phase", default=None, help="internal: one measured phase of the scale part")
     return parser.parse_args()
 
 
@@ -81,6 +64,12 @@ def index_lists(model: Path, doc_ids: list[str], docs: list[str], queries: list[
     check = index.search(queries[0], 10, mode="hybrid")  # the library's own fusion agrees with ours here
     mine = fused(lists["dense"][0], lists["bm25"][0], "rrf", 1.0)[:10]
     assert [h.id for h in check] == [doc for doc, _ in mine], "offline fusion differs from Index.search"
+    for common_df in COMMON_DF:  # BM25 leaving out words found in more than this share of documents
+        index.store.common_df = common_df
+        lists[f"bm25 common_df={common_df}"] = [
+            [(h.id, h.score) for h in index.search(q, DEPTH, mode="bm25")] for q in queries
+        ]
+    index.close()
     return lists, built
 
 
@@ -115,7 +104,7 @@ def teacher_lists(docs: list[str], queries: list[str], cache: Path, doc_ids: lis
 def cross_validated(dense: list, bm25: list, judged: list) -> dict[str, Any]:
     """Each fusion rule's best setting chosen on one half of the queries and scored on the other."""
     folds = [list(range(0, len(judged), 2)), list(range(1, len(judged), 2))]
-    grids = {"rrf": [w for w, _ in RRF_GRID], "convex": CONVEX_GRID}
+    grids = {"rrf": RRF_GRID, "convex": CONVEX_GRID}
     out: dict[str, Any] = {}
     for method, grid in grids.items():
         per_setting = {
@@ -150,7 +139,7 @@ def quality(args: Any) -> dict[str, Any]:
         bm25 = lists["bm25"]
         row = {
             mode: 100 * float(np.mean(ndcg10([[d for d, _ in r] for r in lists[mode]], judged)))
-            for mode in ("dense", "bm25")
+            for mode in lists
         }
         for method, weight in (("rrf", 1.0), ("convex", 0.5)):
             rankings = [
@@ -202,233 +191,11 @@ def report_quality(results: dict[str, Any]) -> None:
     )
 
 
-# ---------------------------------------------------------------------- scale
-def corpus(data: Path, limit: int | None):
-    from staticsem.search import read_documents
-
-    docs = itertools.chain.from_iterable(read_documents(str(data / name)) for name in CORPUS_FILES)
-    return itertools.islice(docs, limit)
-
-
-def query_sentences(data: Path, count: int) -> list[str]:
-    _, first, _ = common.read_stsb(data)
-    return list(dict.fromkeys(first))[:count]
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def latencies(call, items) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    times = []
-    for item in items:
-        started = time.perf_counter()
-        call(item)
-        times.append(time.perf_counter() - started)
-    ms = 1000 * np.asarray(times)
-    return {
-        "p50_ms": float(np.percentile(ms, 50)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "mean_ms": float(ms.mean()),
-        "queries_per_s": float(len(ms) / ms.sum() * 1000),
-    }
-
-
-def recall(found: list[np.ndarray], truth: np.ndarray) -> float:
-    return float(
-        np.mean(
-            [len(set(map(int, f)) & set(map(int, t))) / len(t) for f, t in zip(found, truth, strict=True)]
-        )
-    )
-
-
-def phase(args: Any) -> dict[str, Any]:
-    """One measured step of ``scale``, in its own process."""
-    import staticsem
-
-    work = args.models / "search" / "scale"
-    vectors_file, truth_file = work / "vectors.npy", work / "truth.npy"
-    model = staticsem.load(args.swe)
-    queries = query_sentences(args.data, args.queries)
-    query_vectors = model.encode(queries)
-    if args.phase == "build":
-        from staticsem.search import Index
-
-        started = time.perf_counter()
-        with Index.build(model, corpus(args.data, args.limit), work / "index", show_progress=True) as index:
-            seconds, info = time.perf_counter() - started, index.info()
-        return {
-            "seconds": seconds,
-            "documents": info["documents"],
-            "docs_per_s": info["documents"] / seconds,
-            "bytes_on_disk": info["bytes_on_disk"],
-            "peak_rss_mib": peak_rss_mib(),
-        }
-    if args.phase == "vectors":
-        started = time.perf_counter()
-        texts = [d.text for d in corpus(args.data, args.limit)]
-        vectors = model.encode(texts)
-        seconds = time.perf_counter() - started
-        np.save(vectors_file, vectors)
-        truth = np.vstack([np.argsort(-(vectors @ q), kind="stable")[:10] for q in query_vectors])
-        np.save(truth_file, truth)
-        return {"encode_seconds": seconds, "sentences": len(texts), "sentences_per_s": len(texts) / seconds}
-    vectors = np.load(vectors_file, mmap_mode="r")
-    truth = np.load(truth_file)
-    keep = np.flatnonzero(np.any(np.asarray(vectors), axis=1))  # zero rows are not indexed by either
-    if args.phase == "vicinity":
-        from vicinity import Backend, Vicinity
-
-        started = time.perf_counter()
-        vicinity = Vicinity.from_vectors_and_items(
-            np.asarray(vectors[keep]), keep.tolist(), backend_type=Backend.USEARCH
-        )
-        seconds = time.perf_counter() - started
-        folder = work / "vicinity"
-        shutil.rmtree(folder, ignore_errors=True)
-        vicinity.save(folder)
-        found = [np.array([item for item, _ in vicinity.query(q[None, :], k=10)[0]]) for q in query_vectors]
-        return {
-            "build_seconds": seconds,
-            "vectors_per_s": len(keep) / seconds,
-            "bytes_on_disk": common.folder_bytes(folder),
-            "recall@10": recall(found, truth),
-            "query": latencies(lambda q: vicinity.query(q[None, :], k=10), query_vectors),
-            "peak_rss_mib": peak_rss_mib(),
-        }
-    if args.phase == "vectors-only":
-        from staticsem.search import HnswSettings
-        from staticsem.search.vectors import VectorIndex
-
-        index = VectorIndex(model.dim, "float16", HnswSettings())
-        started = time.perf_counter()
-        for start in range(0, len(keep), 65_536):
-            part = keep[start : start + 65_536]
-            index.add(part, np.asarray(vectors[part]))
-        seconds = time.perf_counter() - started
-        found = [np.array([key for key, _ in index.search(q, 10)]) for q in query_vectors]
-        return {
-            "build_seconds": seconds,
-            "vectors_per_s": len(keep) / seconds,
-            "recall@10": recall(found, truth),
-            "query": latencies(lambda q: index.search(q, 10), query_vectors),
-            "peak_rss_mib": peak_rss_mib(),
-        }
-    if args.phase == "query":
-        from staticsem.search import Index
-
-        index = Index.open(work / "index", model, read_only=True)
-        # keys are 1-based document keys in corpus order (no ids given)
-        found = [np.array([key - 1 for key, _ in index.vectors.search(q, 10)]) for q in query_vectors]
-        out = {
-            "recall@10": recall(found, truth),
-            "vector search": latencies(lambda q: index.vectors.search(q, 10), query_vectors),
-        }
-        for mode in ("dense", "bm25", "hybrid"):
-            out[f"Index.search {mode}"] = latencies(lambda q, m=mode: index.search(q, 10, mode=m), queries)
-        out["peak_rss_mib"] = peak_rss_mib()
-        return out
-    raise SystemExit(f"unknown phase {args.phase}")
-
-
-def scale(args: Any) -> dict[str, Any]:
-    (args.models / "search" / "scale").mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"limit": args.limit, "queries": args.queries}
-    for name in ("build", "vectors", "vicinity", "vectors-only", "query"):
-        command = [
-            sys.executable,
-            __file__,
-            "_phase",
-            "--phase",
-            name,
-            "--swe",
-            str(args.swe),
-            "--data",
-            str(args.data),
-            "--models",
-            str(args.models),
-            "--queries",
-            str(args.queries),
-        ]
-        if args.limit:
-            command += ["--limit", str(args.limit)]
-        print(f"phase {name} ...", flush=True)
-        done = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
-        print(json.dumps(results[name]), flush=True)
-    return results
-
-
-def report_scale(results: dict[str, Any]) -> None:
-    build, vectors, vic, ours, query = (
-        results[k] for k in ("build", "vectors", "vicinity", "vectors-only", "query")
-    )
-    n = build["documents"]
-    common.print_table(
-        f"Building over {n:,} Wikipedia sentences (2 cores)",
-        ["what", "seconds", "per second", "on disk", "peak RSS"],
-        [
-            [
-                "staticsem Index.build (encode + SQLite/FTS5 + HNSW)",
-                f"{build['seconds']:.0f}",
-                f"{build['docs_per_s']:,.0f} docs",
-                common.mib(build["bytes_on_disk"]),
-                f"{build['peak_rss_mib']:,.0f} MiB",
-            ],
-            [
-                "  encode alone (the SWE model, 1 process)",
-                f"{vectors['encode_seconds']:.0f}",
-                f"{vectors['sentences_per_s']:,.0f} sents",
-                "",
-                "",
-            ],
-            [
-                "staticsem vector index alone (float16 HNSW)",
-                f"{ours['build_seconds']:.0f}",
-                f"{ours['vectors_per_s']:,.0f} vecs",
-                "",
-                f"{ours['peak_rss_mib']:,.0f} MiB",
-            ],
-            [
-                "vicinity (usearch backend, its defaults)",
-                f"{vic['build_seconds']:.0f}",
-                f"{vic['vectors_per_s']:,.0f} vecs",
-                common.mib(vic["bytes_on_disk"]),
-                f"{vic['peak_rss_mib']:,.0f} MiB",
-            ],
-        ],
-    )
-    rows = [
-        ["vicinity.query (vector in)", vic["query"], f"{vic['recall@10']:.4f}"],
-        ["staticsem vector index (vector in)", ours["query"], f"{ours['recall@10']:.4f}"],
-        [
-            "staticsem Index vectors, read-only view (vector in)",
-            query["vector search"],
-            f"{query['recall@10']:.4f}",
-        ],
-        *[
-            [f"staticsem Index.search {m} (text in, rows out)", query[f"Index.search {m}"], ""]
-            for m in ("dense", "bm25", "hybrid")
-        ],
-    ]
-    common.print_table(
-        f"Queries: {results['queries']} STS-B sentences, k=10, one thread; recall@10 vs exact float32 search",
-        ["what", "p50 ms", "p99 ms", "queries/s", "recall@10"],
-        [
-            [name, f"{t['p50_ms']:.3f}", f"{t['p99_ms']:.3f}", f"{t['queries_per_s']:,.0f}", r]
-            for name, t, r in rows
-        ],
-    )
-
-
 def main() -> None:
     args = parse_args()
     common.offline()
-    if args.part == "_phase":
-        print(json.dumps(phase(args)))
-        return
-    results = quality(args) if args.part == "quality" else scale(args)
-    (report_quality if args.part == "quality" else report_scale)(results)
+    results = quality(args)
+    report_quality(results)
     common.save_json(args.output, results)
 
 

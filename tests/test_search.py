@@ -363,3 +363,32 @@ def test_cli_errors_are_one_line(model_dir: Path, tmp_path: Path, model: StaticM
 
 def test_top_level_lazy_name() -> None:
     assert staticsem.Index is Index
+
+
+def test_bm25_leaves_out_common_words_only_when_asked(model: StaticModel, tmp_path: Path) -> None:
+    docs = [
+        {"id": "c", "text": "the cat"},
+        {"id": "k", "text": "the king"},
+        {"id": "t", "text": "the the the"},
+    ]
+    docs += [{"id": f"f{i}", "text": "the bread"} for i in range(5)]
+    exact = Index.build(model, docs, tmp_path / "exact")
+    assert exact.info()["bm25"] == {"common_df": 1.0}
+    assert "t" in ids(exact.search("the cat", 10, mode="bm25"))  # every word scores, "the" too
+    pruned = Index.build(model, docs, tmp_path / "pruned", bm25_common_df=0.5)
+    assert ids(pruned.search("the cat", 10, mode="bm25")) == ["c"]  # "the" (in 8 of 8) is left out
+    only_common = pruned.search("the", 10, mode="bm25")  # nothing else left: the word is kept
+    assert ids(only_common)[0] == "t" and len(only_common) == len(docs)
+    assert pruned.store.documents() == len(docs)
+    pruned.delete(["t"])
+    assert pruned.store.documents() == len(docs) - 1
+    with pytest.raises(InputError, match="bm25_common_df"):
+        Index.build(model, docs, tmp_path / "bad", bm25_common_df=0)
+
+
+def test_bm25_matches_words_not_stems(model: StaticModel, tmp_path: Path) -> None:
+    index = Index.build(model, ["he played the guitar", "guitars", "generalization"], tmp_path / "ix")
+    assert len(index.search("playing", 5, mode="bm25")) == 1  # Porter: playing, played -> plai
+    assert len(index.search("guitar", 5, mode="bm25")) == 2
+    assert len(index.search("generalizations", 5, mode="bm25")) == 1
+    assert index.search('" OR cat* NEAR(', 5, mode="bm25") == []  # FTS5 syntax is never interpreted

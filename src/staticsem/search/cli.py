@@ -65,6 +65,12 @@ def build(
     exact_threshold: Annotated[
         int, typer.Option(help="Dense search is exact (brute force) up to this many vectors, HNSW above.")
     ] = 20_000,
+    bm25_common_df: Annotated[
+        float,
+        typer.Option(
+            help="BM25 leaves out query words found in more than this share of documents (1 = all)."
+        ),
+    ] = 1.0,
     upsert: UpsertOpt = False,
     errors: ErrorsOpt = "strict",
 ) -> None:
@@ -73,7 +79,8 @@ def build(
 
     docs = _documents(documents, format, text_column, id_column, errors)
     hnsw = HnswSettings(exact_threshold=exact_threshold)
-    with Index.build(model, docs, out, dtype=dtype, hnsw=hnsw, upsert=upsert, show_progress=True) as index:
+    options = {"dtype": dtype, "hnsw": hnsw, "bm25_common_df": bm25_common_df, "upsert": upsert}
+    with Index.build(model, docs, out, show_progress=True, **options) as index:
         _err.print(f"indexed {len(index):,} documents into {out}")
 
 

@@ -30,6 +30,7 @@ from staticsem.search.store import DocStore, Row
 from staticsem.search.vectors import DTYPES, HnswSettings, VectorIndex, vector_file
 
 CONFIG, DATABASE = "config.json", "docs.sqlite"
+BM25_COMMON_DF = 1.0  # BM25 leaves out words in more than this share of documents (1.0: exact BM25)
 FORMAT = "staticsem-index"
 
 
@@ -42,7 +43,8 @@ class Index:
         self.dtype: str = vectors["dtype"]
         self.hnsw = HnswSettings(**{k: v for k, v in vectors.items() if k != "dtype"})
         self.fusion = FusionSettings(**config["fusion"])
-        self.store = DocStore(path / DATABASE, read_only=read_only)
+        self.bm25_common_df = float(config.get("bm25", {}).get("common_df", 1.0))
+        self.store = DocStore(path / DATABASE, read_only=read_only, common_df=self.bm25_common_df)
         self._lock = threading.RLock()
         self.generation = self.store.generation()
         self.vectors = self._load_vectors(self.generation)
@@ -60,6 +62,7 @@ class Index:
         dtype: str = "float16",
         hnsw: HnswSettings | None = None,
         fusion: FusionSettings | None = None,
+        bm25_common_df: float = BM25_COMMON_DF,
         upsert: bool = False,
         batch_size: int = 4096,
         show_progress: bool = False,
@@ -68,6 +71,8 @@ class Index:
         static, model_path = resolve_model(model)
         if dtype not in DTYPES:
             raise InputError(f"unknown vector dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+        if not 0 < bm25_common_df <= 1:
+            raise InputError(f"bm25_common_df must be in (0, 1], got {bm25_common_df}")
         config = {
             "format": FORMAT,
             "version": 1,
@@ -80,6 +85,7 @@ class Index:
             },
             "vectors": {"dtype": dtype, **asdict(hnsw or HnswSettings())},
             "fusion": (fusion or FusionSettings()).to_dict(),
+            "bm25": {"common_df": bm25_common_df},
         }
         path = Path(path)
         with atomic_folder(path, markers=(CONFIG, DATABASE), what="index") as tmp:
@@ -320,6 +326,7 @@ class Index:
             "model": self.config["model"],
             "hnsw": asdict(self.hnsw),
             "fusion": self.fusion.to_dict(),
+            "bm25": {"common_df": self.bm25_common_df},
             "created": self.config.get("created"),
             "bytes_on_disk": sum(p.stat().st_size for p in files),
         }

@@ -19,7 +19,8 @@ from typing import Any
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.text import split_words
 
-SCHEMA = """
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+SCHEMA = f"""
 CREATE TABLE docs(
     key INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
@@ -28,7 +29,7 @@ CREATE TABLE docs(
     zero INTEGER NOT NULL
 );
 CREATE VIRTUAL TABLE fts USING fts5(
-    text, content='docs', content_rowid='key', tokenize='porter unicode61 remove_diacritics 2'
+    text, content='docs', content_rowid='key', tokenize='{TOKENIZER}'
 );
 CREATE TRIGGER docs_insert AFTER INSERT ON docs BEGIN
     INSERT INTO fts(rowid, text) VALUES (new.key, new.text);
@@ -37,17 +38,22 @@ CREATE TRIGGER docs_delete AFTER DELETE ON docs BEGIN
     INSERT INTO fts(fts, rowid, text) VALUES ('delete', old.key, old.text);
 END;
 CREATE TABLE state(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
-INSERT INTO state VALUES ('generation', 0);
+INSERT INTO state VALUES ('generation', 0), ('documents', 0);
+"""
+# Per reading connection: the index's term statistics, and a scratch table that runs the query's words
+# through the same tokenizer (Porter stems are not idempotent, so words are matched, stems counted).
+READER_SCRIPT = f"""
+CREATE VIRTUAL TABLE temp.fts_terms USING fts5vocab(main, fts, row);
+CREATE VIRTUAL TABLE temp.query_words USING fts5(word, tokenize='{TOKENIZER}');
+CREATE VIRTUAL TABLE temp.query_terms USING fts5vocab(temp, query_words, instance);
 """
 _FIELD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 Row = tuple[int, str, str, str]  # key, id, text, metadata JSON
 
 
-def match_query(text: str) -> str | None:
-    """An FTS5 query OR-ing the query's words (each quoted, so no FTS5 syntax leaks through)."""
-    words = dict.fromkeys(w.lower() for w in split_words(text))
-    terms = ['"' + w.replace('"', '""') + '"' for w in words]
-    return " OR ".join(terms) or None
+def match_query(words: Iterable[str]) -> str | None:
+    """An FTS5 query OR-ing ``words`` (each quoted, so no FTS5 syntax leaks through)."""
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words) or None
 
 
 def where_clause(where: dict[str, str] | None) -> tuple[str, list[Any]]:
@@ -64,11 +70,19 @@ def where_clause(where: dict[str, str] | None) -> tuple[str, list[Any]]:
 
 
 class DocStore:
-    """The SQLite side of an index: one writer connection, one reader connection per thread."""
+    """The SQLite side of an index: one writer connection, one reader connection per thread.
 
-    def __init__(self, path: Path, *, create: bool = False, read_only: bool = False) -> None:
+    :param common_df: BM25 queries leave out words found in more than this share of the documents (their
+        IDF is small, and scoring their many documents is most of FTS5's time), unless no other word is
+        left; ``1.0`` keeps every word (exact BM25).
+    """
+
+    def __init__(
+        self, path: Path, *, create: bool = False, read_only: bool = False, common_df: float = 1.0
+    ) -> None:
         self.path = path
         self.read_only = read_only
+        self.common_df = common_df
         if not create and not path.is_file():
             raise ModelFormatError(f"{path}: index database is missing")
         self._local = threading.local()
@@ -84,9 +98,8 @@ class DocStore:
 
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
-            conn = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
-            )
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            conn = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         else:
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
@@ -99,6 +112,7 @@ class DocStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self._connect()
+            conn.executescript(READER_SCRIPT)
         return conn
 
     def close(self) -> None:
@@ -133,9 +147,36 @@ class DocStore:
         sql = f"SELECT d.key FROM docs d WHERE d.zero = 0{clause} ORDER BY d.key"
         return [k for (k,) in self.reader.execute(sql, params)]
 
+    def query_words(self, query: str) -> list[str]:
+        """The query's distinct words that occur in the index, common ones left out (``common_df``)."""
+        words = list(dict.fromkeys(w.lower() for w in split_words(query)))
+        if not words:
+            return []
+        conn = self.reader
+        conn.execute("DELETE FROM temp.query_words")
+        conn.executemany("INSERT INTO temp.query_words(rowid, word) VALUES (?, ?)", enumerate(words))
+        stems: dict[int, set[str]] = {}
+        for row, term in conn.execute("SELECT doc, term FROM temp.query_terms"):
+            stems.setdefault(row, set()).add(term)
+        terms = sorted(set().union(*stems.values())) if stems else []
+        marks = ",".join("?" * len(terms))
+        df = dict(conn.execute(f"SELECT term, doc FROM temp.fts_terms WHERE term IN ({marks})", terms))
+        # a word's documents: at most those of its rarest term (a word of several terms is a phrase)
+        found = {words[row]: min(df.get(t, 0) for t in ts) for row, ts in stems.items()}
+        found = {word: count for word, count in found.items() if count > 0}
+        limit = self.common_df * self.documents()
+        kept = [word for word in words if 0 < found.get(word, 0) <= limit]
+        if not kept and found:
+            kept = [min(found, key=found.__getitem__)]
+        return kept
+
+    def documents(self) -> int:
+        """The number of documents (kept in ``state`` by every change: counting rows is O(n))."""
+        return int(self.reader.execute("SELECT value FROM state WHERE name = 'documents'").fetchone()[0])
+
     def bm25(self, query: str, limit: int, where: dict[str, str] | None = None) -> list[tuple[Row, float]]:
         """The best ``limit`` documents by FTS5's BM25 (scores negated: higher is better)."""
-        match = match_query(query)
+        match = match_query(self.query_words(query))
         if match is None:
             return []
         clause, params = where_clause(where)
@@ -179,5 +220,7 @@ class DocStore:
         self.writer.executemany("DELETE FROM docs WHERE key = ?", [(int(k),) for k in keys])
 
     def set_generation(self, generation: int) -> None:
+        """Record the vector generation that matches the rows (and the document count), at commit."""
         assert self.writer is not None
         self.writer.execute("UPDATE state SET value = ? WHERE name = 'generation'", (generation,))
+        self.writer.execute("UPDATE state SET value = (SELECT COUNT(*) FROM docs) WHERE name = 'documents'")
