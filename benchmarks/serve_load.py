@@ -143,7 +143,13 @@ def teacher_main(port: int) -> None:
     common.offline()
     app = create_app(Teacher(), name="all-MiniLM-L6-v2")
     uvicorn.run(
-        app, host="127.0.0.1", port=port, log_level="warning", backlog=4096, timeout_graceful_shutdown=5
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        backlog=4096,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=30,
     )
 
 
@@ -193,12 +199,21 @@ def _client(
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def _warm_up(port: int, batch: int, count: int = 4) -> None:
+    """A few requests, each waited for: a timed warm-up would leave cancelled work queued on a slow server."""
+    import httpx
+
+    body = {"input": ["A warm-up sentence for the server."] * batch}
+    for _ in range(count):
+        httpx.post(f"http://127.0.0.1:{port}/v1/embeddings", json=body, timeout=300).raise_for_status()
+
+
 def measure(args: argparse.Namespace, server: str, command: list[str], port: int) -> list[dict[str, Any]]:
     rows = []
     for label, connections, batch in LOADS:
         process = _start(command, port)
         try:
-            _client(args, port, min(connections, 32), batch, 2)  # warm-up
+            _warm_up(port, batch)
             rss_before, cpu_before = _proc_stat(process.pid)
             row = _client(args, port, connections, batch, args.duration)
             rss_after, cpu_after = _proc_stat(process.pid)
@@ -218,6 +233,7 @@ def measure(args: argparse.Namespace, server: str, command: list[str], port: int
             rss_after_mb=round(rss_after / 2**20, 1),
             rss_growth_mb=round((rss_after - rss_before) / 2**20, 1),
             server_cpu_percent=round(100 * (cpu_after - cpu_before) / args.duration),
+            load_average_1min=round(os.getloadavg()[0], 1),  # ours (server + client) count about 2
         )
         print(json.dumps(row), flush=True)
         rows.append(row)

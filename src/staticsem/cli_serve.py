@@ -44,6 +44,9 @@ def serve(
     graceful_timeout: Annotated[
         int, typer.Option(min=1, help="Seconds to let in-flight requests finish on shutdown.")
     ] = 30,
+    keep_alive: Annotated[
+        int, typer.Option(min=1, help="Seconds an idle connection stays open (a slow client's next request).")
+    ] = 30,
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
     max_inputs: Limit = 2048,
     max_chars: Limit = 32_768,
@@ -72,6 +75,7 @@ def serve(
         host=host,
         port=port,
         timeout_graceful_shutdown=graceful_timeout,
+        timeout_keep_alive=keep_alive,
         access_log=access_log,
         log_level="info" if access_log else "warning",
         backlog=4096,
