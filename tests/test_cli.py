@@ -59,7 +59,7 @@ def test_encode_non_utf8_is_an_error_that_writes_nothing(saved_model: Path, tmp_
     out = tmp_path / "out.npy"
     code, _, stderr = run("encode", saved_model, "-i", source, "-o", out)
     assert_user_error(code, stderr, f"{source}:2", "not valid UTF-8", "0xff")
-    assert not out.exists() and list(tmp_path.iterdir()) == [saved_model, source]
+    assert not out.exists() and sorted(tmp_path.iterdir()) == sorted([saved_model, source])
     code, _, stderr = run("encode", saved_model, "-i", source, "-o", out, "--errors", "replace")
     assert code == 0 and np.load(out).shape[0] == 2
 
