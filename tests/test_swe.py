@@ -39,13 +39,16 @@ def settings(corpus: Path, **changes: object) -> SWESettings:
     return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
 
 
-def run(tmp: Path, teacher: FakeTeacher, out: str = "model", **changes: object) -> staticsem.StaticModel:
+def run(
+    tmp: Path, teacher: FakeTeacher, out: str = "model", keep_analysis: bool = False, **changes: object
+) -> staticsem.StaticModel:
     pipeline = Pipeline(
         settings(tmp / "corpus.txt", **changes),
         tmp / out,
         teacher=teacher,  # type: ignore[arg-type]
         show_progress=False,
         save_every=0.0,
+        keep_analysis=keep_analysis,
     )
     pipeline.run(dtype="float32")
     return staticsem.load(tmp / out)
@@ -68,9 +71,22 @@ def test_full_pipeline_writes_model_metadata_and_analysis(
     assert meta["teacher_passes"] == teacher.sentences < 1200  # passes are shared between words
     assert meta["teacher_passes"] < meta["reference_passes"]
     assert meta["steps"]["kd"]["dev_loss_best"] < meta["steps"]["kd"]["dev_loss_start"]
-    analysis = load_file(str(corpus_dir / "model" / "analysis.safetensors"))
-    assert analysis["stage1"].shape == (len(model), 16) and analysis["components"].shape == (1, 16)
     assert model.similarity("cat dog", "kitten puppy") > model.similarity("cat dog", "tax court")
+    # the model folder holds what encoding needs; the analysis data stays in the work folder...
+    files = {"config.json", "model.safetensors", "tokenizer.json", "vocab.json"}
+    assert {p.name for p in (corpus_dir / "model").iterdir()} == files
+    analysis = load_file(str(corpus_dir / ".model.work" / "analysis.safetensors"))
+    assert analysis["stage1"].shape == (len(model), 16) and analysis["components"].shape == (1, 16)
+    # ...unless asked for: a rerun reuses every step and adds it
+    teacher = FakeTeacher(subword_tokenizer)
+    again = run(corpus_dir, teacher, keep_analysis=True)
+    assert teacher.batches == 0 and {p.name for p in (corpus_dir / "model").iterdir()} == {
+        *files,
+        "analysis.safetensors",
+    }
+    np.testing.assert_array_equal(again.vectors, model.vectors)
+    kept = load_file(str(corpus_dir / "model" / "analysis.safetensors"))
+    assert kept.keys() == analysis.keys() and all(np.array_equal(kept[k], analysis[k]) for k in kept)
 
 
 def test_same_seed_same_model(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
