@@ -36,10 +36,10 @@ def test_one_scale_per_model_is_refused_where_it_would_zero_frequent_words() -> 
     assert np.any(stored != 0, axis=1).all() and cosines.min() >= 0.999
 
 
-@pytest.mark.parametrize(("spread", "accepted"), [(2.0, True), (4.0, True), (64.0, False)])
+@pytest.mark.parametrize(("spread", "accepted"), [(2.0, True), (8.0, True), (16.0, False), (64.0, False)])
 def test_one_scale_per_model_keeps_every_row_it_accepts(spread: float, accepted: bool) -> None:
-    """The stated limit: accepted only when every row keeps cosine >= 0.99 (64 dims: norms within ~4x)."""
-    matrix = sif_matrix(rows=20_000, spread=spread)
+    """The stated limit: accepted only when every row keeps cosine >= 0.99 (64 dims: norms within ~12x)."""
+    matrix = sif_matrix(spread=spread)
     if not accepted:
         with pytest.raises(InputError, match="one scale per model"):
             quantize(matrix, DType.INT8, Scale.MODEL)
