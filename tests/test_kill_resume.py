@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,8 @@ def killed_child(kind: str, corpus: Path, out: Path, tokenizer: Tokenizer, fragm
             kill_inside_write(fragment, nth)
             job(kind, corpus, out, FakeTeacher(tokenizer))
             status = 0
+        except BaseException:
+            traceback.print_exc()  # shown with the failing test's captured output
         finally:
             os._exit(status)
     return os.waitpid(pid, 0)[1]
