@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +64,6 @@ def killed_child(kind: str, corpus: Path, out: Path, tokenizer: Tokenizer, fragm
     if pid == 0:  # the child: never returns into pytest
         status = 1
         try:
-            torch.set_num_threads(1)  # the parent's OpenMP threads do not survive a fork
             kill_inside_write(fragment, nth)
             job(kind, corpus, out, FakeTeacher(tokenizer))
             status = 0
@@ -72,6 +72,16 @@ def killed_child(kind: str, corpus: Path, out: Path, tokenizer: Tokenizer, fragm
         finally:
             os._exit(status)
     return os.waitpid(pid, 0)[1]
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Iterator[None]:
+    """The forked child must use one thread (OpenMP pools do not survive a fork); the tiny runs here are
+    faster with one in this process too."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 # (method, file name fragment, which write of it is killed, what the rerun must redo with the teacher)
