@@ -282,3 +282,9 @@ def test_exporting_an_imported_model_keeps_its_tokenizer(tmp_path: Path, fmt: st
     if fmt == "model2vec":
         again = model2vec.StaticModel.from_pretrained(str(tmp_path / "out"))
         assert_same_rows(imported.encode(TEXTS), again.encode(TEXTS), norms=False)
+
+
+def test_word2vec_export_warns_of_lost_tokenizer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model2vec_folder(tmp_path / "m", normalize=True)
+    export(staticsem.load(tmp_path / "m"), tmp_path / "m.txt", "word2vec")
+    assert "token-level model" in caplog.text
