@@ -288,3 +288,18 @@ def test_word2vec_export_warns_of_lost_tokenizer(tmp_path: Path, caplog: pytest.
     model2vec_folder(tmp_path / "m", normalize=True)
     export(staticsem.load(tmp_path / "m"), tmp_path / "m.txt", "word2vec")
     assert "token-level model" in caplog.text
+
+
+def test_search_scores_are_cosines_for_an_unnormalised_import(tmp_path: Path) -> None:
+    search = pytest.importorskip("staticsem.search")
+    model2vec_folder(tmp_path / "m", normalize=False)
+    model = staticsem.load(tmp_path / "m")
+    docs = [{"id": str(i), "text": text, "part": "x"} for i, text in enumerate(TEXTS[:4])]
+    index = search.Index.build(model, docs, tmp_path / "ix")
+    try:
+        for where in (None, {"part": "x"}):  # usearch, then numpy over the filtered documents
+            hit = index.search("the happy cat", 1, mode="dense", where=where)[0]
+            unit = model.encode(["the happy cat", hit.text], normalize=True)
+            assert hit.score == pytest.approx(float(unit[0] @ unit[1]), abs=1e-3)
+    finally:
+        index.close()
