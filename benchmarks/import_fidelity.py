@@ -101,7 +101,7 @@ def main() -> None:
         for name, r in (("STS-B dev sentences", sts), ("word-similarity words", word))
     ]
     common.print_table(
-        f"staticsem.load vs model2vec on {folder.name} (normalize={ours.normalize})",
+        f"staticsem.load vs model2vec on {folder.name} (normalize={getattr(ours, 'normalize', True)})",
         [
             "texts",
             "rows",
@@ -123,7 +123,7 @@ def main() -> None:
             "date": time.strftime("%Y-%m-%d"),
             "model": str(folder),
             "staticsem_module": staticsem.__file__,
-            "normalize": ours.normalize,
+            "normalize": getattr(ours, "normalize", True),  # staticsem before issue 13 always normalised
             "sts_b_dev": sts,
             "wordsim_words": word,
         },
