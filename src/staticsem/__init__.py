@@ -4,7 +4,7 @@ from staticsem.io import load
 from staticsem.model import StaticModel
 from staticsem.version import __version__
 
-__all__ = ["StaticModel", "__version__", "distill", "load"]
+__all__ = ["Index", "StaticModel", "__version__", "distill", "load"]
 
 
 def distill(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -12,3 +12,12 @@ def distill(*args, **kwargs):  # type: ignore[no-untyped-def]
     from staticsem.distillation import distill as _distill
 
     return _distill(*args, **kwargs)
+
+
+def __getattr__(name: str):  # type: ignore[no-untyped-def]
+    """``staticsem.Index`` loads the search subpackage (the ``search`` extra) on first use."""
+    if name == "Index":
+        from staticsem.search import Index
+
+        return Index
+    raise AttributeError(f"module 'staticsem' has no attribute {name!r}")

@@ -36,8 +36,11 @@ ModelArg = Annotated[
 DimOpt = Annotated[int | None, typer.Option(help="Keep only the first DIM dimensions.")]
 
 
-def _command(**options: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """``app.command`` whose function reports ``StaticsemError`` as one line and exit code 2."""
+def _command(
+    target: typer.Typer | None = None, **options: Any
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """``target.command`` (default the main app) whose function reports ``StaticsemError`` as one line
+    and exit code 2."""
 
     def register(function: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(function)
@@ -51,7 +54,7 @@ def _command(**options: Any) -> Callable[[Callable[..., None]], Callable[..., No
                 typer.echo("interrupted; rerun the same command to resume where it stopped", err=True)
                 raise typer.Exit(130) from None
 
-        return app.command(**options)(guarded)
+        return (target or app).command(**options)(guarded)
 
     return register
 
@@ -206,6 +209,19 @@ from staticsem.eval.cli import evaluate as _evaluate  # noqa: E402
 
 _command(name="eval", epilog=EVAL_EPILOG)(_evaluate)
 _command(name="analyze", epilog=ANALYZE_EPILOG)(_analyze)
+
+
+# Search (staticsem.search.cli; usearch and SQLite load only when a command runs).
+from staticsem.search import cli as _search  # noqa: E402
+
+index_app = typer.Typer(
+    no_args_is_help=True, rich_markup_mode="markdown", help="Build and update search indexes."
+)
+app.add_typer(index_app, name="index")
+_command(index_app, name="build", epilog=_search.BUILD_EPILOG)(_search.build)
+for _name in ("add", "delete", "info"):
+    _command(index_app, name=_name)(getattr(_search, _name))
+_command(name="search", epilog=_search.SEARCH_EPILOG)(_search.search)
 
 
 def main() -> None:

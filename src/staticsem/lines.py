@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
 
@@ -32,12 +32,13 @@ def read_lines(source: str, errors: Errors = Errors.STRICT) -> list[str]:
     if source != "-" and not Path(source).is_file():
         raise InputError(f"{source}: input file is missing")
     if source == "-":
-        return list(_decode(sys.stdin.buffer, name, errors))
+        return list(decode_lines(sys.stdin.buffer, name, errors))
     with Path(source).open("rb") as handle:
-        return list(_decode(handle, name, errors))
+        return list(decode_lines(handle, name, errors))
 
 
-def _decode(handle: Iterator[bytes], name: str, errors: Errors) -> Iterator[str]:
+def decode_lines(handle: Iterable[bytes], name: str, errors: Errors = Errors.STRICT) -> Iterator[str]:
+    """Decode byte lines (line ends removed, NUL bytes as spaces); bad UTF-8 names ``name:line``."""
     for number, raw in enumerate(handle, start=1):
         raw = raw[:-1] if raw.endswith(b"\n") else raw
         raw = raw[:-1] if raw.endswith(b"\r") else raw

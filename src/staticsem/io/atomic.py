@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from staticsem.errors import InputError
@@ -55,16 +55,16 @@ def atomic_file(dest: Path) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def atomic_folder(dest: Path) -> Iterator[Path]:
-    """Yield a temporary folder; on success it replaces ``dest`` (only if that is a model folder).
+def atomic_folder(dest: Path, markers: Sequence[str] = _MODEL_MARKERS, what: str = "model") -> Iterator[Path]:
+    """Yield a temporary folder; on success it replaces ``dest`` (only if that holds one of ``markers``).
 
-    :raises InputError: when ``dest`` is a file, or a non-empty folder that holds no model.
+    :raises InputError: when ``dest`` is a file, or a non-empty folder that holds no ``what``.
     """
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise InputError(f"{dest} exists and is not a folder")
-    if dest.is_dir() and any(dest.iterdir()) and not any((dest / m).exists() for m in _MODEL_MARKERS):
-        raise InputError(f"{dest} is a non-empty folder that holds no model; refusing to overwrite it")
+    if dest.is_dir() and any(dest.iterdir()) and not any((dest / m).exists() for m in markers):
+        raise InputError(f"{dest} is a non-empty folder that holds no {what}; refusing to overwrite it")
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
     try:

@@ -1,0 +1,102 @@
+"""Dense vectors of an index: a usearch HNSW graph (cosine), exact search when small or asked.
+
+Keys are the document keys of the SQLite store. Documents with a zero vector are not added (cosine is
+undefined for them); they are found by BM25 only. Each saved state is a file ``vectors-GEN.usearch``
+written under a temporary name and renamed; the store records which generation matches its rows.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from staticsem.errors import InputError, ModelFormatError
+
+DTYPES = {"float32": "f32", "float16": "f16", "int8": "i8"}
+
+
+@dataclass(frozen=True)
+class HnswSettings:
+    """usearch's graph settings (its defaults) and the size below which search is exact."""
+
+    connectivity: int = 16
+    expansion_add: int = 128
+    expansion_search: int = 64
+    exact_threshold: int = 20_000
+
+
+def vector_file(folder: Path, generation: int) -> Path:
+    return folder / f"vectors-{generation}.usearch"
+
+
+class VectorIndex:
+    """A usearch index of unit vectors; ``view=True`` memory-maps a saved file read-only."""
+
+    def __init__(self, dim: int, dtype: str, settings: HnswSettings, path: Path | None = None, *, view=False):
+        from usearch.index import Index as Usearch
+
+        if dtype not in DTYPES:
+            raise InputError(f"unknown vector dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+        self.dim, self.dtype, self.settings, self.view = dim, dtype, settings, view
+        self.index = Usearch(
+            ndim=dim,
+            metric="cos",
+            dtype=DTYPES[dtype],
+            connectivity=settings.connectivity,
+            expansion_add=settings.expansion_add,
+            expansion_search=settings.expansion_search,
+        )
+        if path is not None:
+            if not path.is_file():
+                raise ModelFormatError(f"{path}: vector file is missing")
+            try:
+                self.index.view(str(path)) if view else self.index.load(str(path))
+            except (RuntimeError, ValueError) as exc:
+                raise ModelFormatError(f"{path}: corrupt vector file ({exc})") from None
+            if self.index.ndim != dim:
+                raise ModelFormatError(f"{path}: vectors have {self.index.ndim} dims, the index says {dim}")
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        if len(keys):
+            self.index.add(keys.astype(np.uint64), np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def remove(self, keys: list[int]) -> None:
+        for key in keys:
+            self.index.remove(int(key))
+
+    def save(self, path: Path) -> None:
+        """Write atomically: a temporary file beside ``path``, flushed, then renamed."""
+        tmp = path.with_name(f".{path.name}.tmp")
+        self.index.save(str(tmp))
+        with tmp.open("rb") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+
+    def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> list[tuple[int, float]]:
+        """The ``k`` nearest keys with cosine similarity, best first."""
+        size = len(self.index)
+        if size == 0 or k < 1:
+            return []
+        exact = exact or size <= self.settings.exact_threshold
+        found = self.index.search(query.astype(np.float32), min(k, size), exact=exact, threads=1)
+        return [(int(key), 1.0 - float(dist)) for key, dist in zip(found.keys, found.distances, strict=True)]
+
+    def search_among(self, query: np.ndarray, keys: list[int], k: int) -> list[tuple[int, float]]:
+        """Exact search restricted to ``keys`` (a metadata filter's documents), in numpy."""
+        best: list[tuple[int, float]] = []
+        for start in range(0, len(keys), 65_536):
+            chunk = np.asarray(keys[start : start + 65_536], dtype=np.uint64)
+            rows = np.vstack(self.index.get(chunk, dtype="f32"))  # type: ignore[arg-type]
+            norms = np.maximum(np.linalg.norm(rows, axis=1), np.finfo(np.float32).tiny)
+            scores = rows @ query.astype(np.float32) / norms
+            top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k]
+            best = sorted(best + [(int(chunk[i]), float(scores[i])) for i in top], key=lambda item: -item[1])[
+                :k
+            ]
+        return best

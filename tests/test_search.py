@@ -1,0 +1,394 @@
+"""staticsem.search: the index's inputs, ranking modes, updates, safety and CLI (small data made here)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import staticsem
+from staticsem import StaticModel
+from staticsem.cli import app
+from staticsem.errors import InputError, ModelFormatError
+from staticsem.search import Document, FusionSettings, HnswSettings, Index, read_documents
+from staticsem.search.fusion import fuse
+
+TOPICS = {
+    "animals": ["cat", "kitten", "dog", "puppy", "pet"],
+    "royalty": ["king", "queen", "crown", "throne", "palace"],
+    "food": ["bread", "cheese", "soup", "apple", "dinner"],
+}
+FILLER = ["the", "a", "of", "and", "on"]
+
+
+@pytest.fixture(scope="module")
+def model() -> StaticModel:
+    """Words of one topic share a direction (plus noise), so dense search finds synonyms."""
+    rng = np.random.default_rng(3)
+    words, rows = [], []
+    centres = {topic: rng.normal(size=32) for topic in TOPICS}
+    for topic, members in TOPICS.items():
+        for word in members:
+            words.append(word)
+            rows.append(centres[topic] + 0.6 * rng.normal(size=32))
+    for word in FILLER:
+        words.append(word)
+        rows.append(0.05 * rng.normal(size=32))
+    return StaticModel(words, np.asarray(rows, dtype=np.float32), metadata={"method": "test"})
+
+
+@pytest.fixture(scope="module")
+def model_dir(model: StaticModel, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return model.save(tmp_path_factory.mktemp("m") / "model")
+
+
+DOCS = [
+    {"id": "a1", "text": "the cat and the dog", "topic": "animals"},
+    {"id": "a2", "text": "a kitten on a puppy", "topic": "animals"},
+    {"id": "r1", "text": "the king of the palace", "topic": "royalty"},
+    {"id": "r2", "text": "a queen and a crown", "topic": "royalty"},
+    {"id": "f1", "text": "bread and cheese", "topic": "food"},
+    {"id": "f2", "text": "soup of apple for dinner", "topic": "food"},
+    {"id": "z", "text": "", "topic": "none"},
+    {"id": "u", "text": "zebra xylophone", "topic": "none"},
+]
+
+
+def ids(hits: list) -> list[str]:
+    return [hit.id for hit in hits]
+
+
+@pytest.fixture()
+def index(model_dir: Path, tmp_path: Path) -> Index:
+    built = Index.build(model_dir, DOCS, tmp_path / "ix")
+    yield built
+    built.close()
+
+
+# ---------------------------------------------------------------------- ranking
+def test_dense_finds_synonyms_bm25_finds_words_hybrid_fuses(index: Index) -> None:
+    dense = index.search("kitten", 3, mode="dense")
+    assert set(ids(dense)[:2]) == {"a1", "a2"}  # "the cat and the dog" shares no word with the query
+    assert dense[0].score == pytest.approx(
+        float(index.model.encode("kitten") @ index.model.encode(dense[0].text)), abs=1e-3
+    )  # vectors stored as float16
+    assert ids(index.search("kitten", 3, mode="bm25")) == ["a2"]  # the only document holding the word
+    hybrid = index.search("kitten", 2, mode="hybrid")
+    assert ids(hybrid) == ["a2", "a1"]
+    rrf = 1 / 61 + 1 / 61 if ids(dense)[0] == "a2" else 1 / 62 + 1 / 61
+    assert hybrid[0].score == pytest.approx(rrf)
+
+
+def test_fusion_rules_by_hand() -> None:
+    dense, lexical = [(1, 0.9), (2, 0.5), (3, 0.1)], [(3, 12.0), (4, 2.0)]
+    rrf = dict(fuse([dense, lexical], [1.0, 2.0], FusionSettings(rrf_k=10)))
+    assert rrf[3] == pytest.approx(1 / 13 + 2 / 11) and rrf[4] == pytest.approx(2 / 12)
+    assert rrf[1] == pytest.approx(1 / 11)
+    convex = fuse([dense, lexical], [0.25, 0.75], FusionSettings(method="convex"))
+    assert convex[0] == (3, pytest.approx(0.75)) and dict(convex)[1] == pytest.approx(0.25)
+    assert dict(convex)[4] == pytest.approx(0.0)
+    with pytest.raises(InputError, match="fusion"):
+        FusionSettings(method="max")
+
+
+def test_where_filters_every_mode(index: Index) -> None:
+    for mode in ("dense", "bm25", "hybrid"):
+        hits = index.search("the king and the cat", 5, mode=mode, where={"topic": "animals"})
+        assert hits and {hit.metadata["topic"] for hit in hits} == {"animals"}, mode
+    assert index.search("king", 5, where={"topic": "nothing"}) == []
+    with pytest.raises(InputError, match="field name"):
+        index.search("king", where={"bad'name": "x"})
+
+
+def test_hnsw_matches_exact_search_and_filters_through_it(model: StaticModel, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    vocab = [w for words in TOPICS.values() for w in words]
+    docs = [{"text": " ".join(rng.choice(vocab, 4)), "id": f"d{i}", "part": str(i % 7)} for i in range(600)]
+    exact = Index.build(model, docs, tmp_path / "exact")
+    graph = Index.build(model, docs, tmp_path / "hnsw", hnsw=HnswSettings(exact_threshold=0))
+    assert graph.info()["dense_search"] == "hnsw" and exact.info()["dense_search"] == "exact"
+    for query in ("cat king", "soup", "queen of bread"):
+        want = exact.search(query, 10, mode="dense")
+        assert [h.score for h in graph.search(query, 10, mode="dense")] == pytest.approx(
+            [h.score for h in want], abs=2e-3
+        )
+        assert ids(graph.search(query, 10, mode="dense", exact=True)) == ids(want)
+        filtered = graph.search(query, 5, mode="dense", where={"part": "3"})
+        assert ids(filtered) == ids(exact.search(query, 5, mode="dense", where={"part": "3"}))
+        assert {h.metadata["part"] for h in filtered} == {"3"}
+
+
+# ---------------------------------------------------------------------- inputs
+def test_every_input_format(model_dir: Path, tmp_path: Path) -> None:
+    rows = [("x1", "the cat", "animals"), ("x2", "a queen", "royalty")]
+    (tmp_path / "d.txt").write_text("the cat\na queen\n", encoding="utf-8")
+    with gzip.open(tmp_path / "d.jsonl.gz", "wt", encoding="utf-8") as handle:
+        for doc_id, text, topic in rows:
+            handle.write(json.dumps({"id": doc_id, "text": text, "topic": topic}) + "\n")
+    for name, sep in (("d.csv", ","), ("d.tsv", "\t")):
+        body = [sep.join(["key", "body", "topic"])] + [sep.join(r) for r in rows]
+        (tmp_path / name).write_text("\n".join(body) + "\n", encoding="utf-8")
+    txt = list(read_documents(str(tmp_path / "d.txt")))
+    assert [(d.text, d.id, d.where) for d in txt] == [
+        ("the cat", None, f"{tmp_path}/d.txt:1"),
+        ("a queen", None, f"{tmp_path}/d.txt:2"),
+    ]
+    jsonl = list(read_documents(str(tmp_path / "d.jsonl.gz")))
+    assert [(d.id, d.text, d.metadata) for d in jsonl] == [(i, t, {"topic": c}) for i, t, c in rows]
+    for name in ("d.csv", "d.tsv"):
+        docs = list(read_documents(str(tmp_path / name), text_column="body", id_column="key"))
+        assert [(d.id, d.text, d.metadata) for d in docs] == [(i, t, {"topic": c}) for i, t, c in rows]
+    index = Index.build(
+        model_dir,
+        read_documents(str(tmp_path / "d.tsv"), text_column="body", id_column="key"),
+        tmp_path / "ix",
+    )
+    assert ids(index.search("queen", 1, where={"topic": "royalty"})) == ["x2"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "options", "message"),
+    [
+        ("bad.txt", b"fine\nbad \xff byte\n", {}, "bad.txt:2: not valid UTF-8"),
+        ("bad.jsonl", b'{"text": "ok"}\n{"text": \n', {}, "bad.jsonl:2: not valid JSON"),
+        ("nofield.jsonl", b'{"text": "ok"}\n{"body": "x"}\n', {}, "nofield.jsonl:2: no 'text' field"),
+        ("cols.csv", b"a,b\n1,2\n", {"text_column": "text"}, "cols.csv:1: no column 'text'"),
+        ("short.tsv", b"text\tid\nhello\n", {"id_column": "id"}, "short.tsv:2: 1 fields"),
+        ("x.parquet", b"", {}, "cannot tell the format"),
+    ],
+)
+def test_bad_input_names_file_and_line(
+    tmp_path: Path, name: str, content: bytes, options: dict, message: str
+):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(InputError, match=message.replace(".", r"\.")):
+        list(read_documents(str(tmp_path / name), **options))
+
+
+# ---------------------------------------------------------------------- updates and persistence
+def test_add_delete_upsert_and_reload(index: Index, model: StaticModel) -> None:
+    assert index.add([{"id": "r3", "text": "the throne", "topic": "royalty"}, "a puppy"]) == 2
+    assert len(index) == len(DOCS) + 2
+    assigned = index.search("puppy", 1, mode="bm25", where={})
+    assert assigned[0].text == "a puppy" and assigned[0].id.isdigit()
+    with pytest.raises(InputError, match="duplicate document id 'r3'"):
+        index.add([{"id": "new", "text": "cat"}, {"id": "r3", "text": "soup"}])
+    assert len(index) == len(DOCS) + 2 and not index.search("new", mode="bm25")  # all or nothing
+    with pytest.raises(InputError, match="duplicate document id 'w'"):
+        index.add([{"id": "w", "text": "cat"}, {"id": "w", "text": "soup"}])
+    index.add([{"id": "r3", "text": "bread soup"}], upsert=True)
+    assert index.search("throne", 3, mode="bm25") == []
+    assert index.search("bread soup", 1, mode="dense")[0].id in {"r3", "f1", "f2"}
+    assert index.delete(["r3", "a1"]) == 2
+    for mode in ("dense", "bm25", "hybrid"):
+        assert not {"r3", "a1"} & set(ids(index.search("cat dog bread soup", 10, mode=mode)))
+    with pytest.raises(InputError, match="no document with id 'nope'"):
+        index.delete(["a2", "nope"])
+    assert "a2" in ids(index.search("kitten", 3))  # the failed delete removed nothing
+    reopened = Index.open(index.path, read_only=True)
+    assert len(reopened) == len(index) and reopened.search("kitten", 3) == index.search("kitten", 3)
+    with pytest.raises(InputError, match="read-only"):
+        reopened.add(["cat"])
+    info = index.info()
+    assert info["documents"] == len(index) and info["zero_vectors"] == 2 and info["vectors"] == len(index) - 2
+    assert sorted(p.name for p in index.path.glob("vectors-*")) == [f"vectors-{index.generation}.usearch"]
+
+
+def test_empty_and_unknown_documents_are_zero_vectors_found_by_bm25(index: Index) -> None:
+    assert index.info()["zero_vectors"] == 2
+    assert "u" not in ids(index.search("zebra", 10, mode="dense"))
+    assert ids(index.search("zebra", 10, mode="bm25")) == ["u"]
+    assert ids(index.search("zebra", 10, mode="hybrid")) == ["u"]
+
+
+def test_model_mismatch_is_refused(index: Index, model: StaticModel, model_dir: Path) -> None:
+    other = StaticModel(model.vocab, model.vectors[::-1].copy())
+    for wrong in (other, model):  # other weights; the same model at another precision (float32, not 16)
+        with pytest.raises(InputError, match="built with another model"):
+            Index.open(index.path, wrong)
+    assert Index.open(index.path, staticsem.load(model_dir)).search("cat", 1)  # the same weights in memory
+
+
+def test_interrupted_build_keeps_the_previous_index(model_dir: Path, index: Index) -> None:
+    before = index.search("kitten", 5)
+
+    def docs_then_interrupt():
+        yield from ["the cat", "a dog"]
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        Index.build(model_dir, docs_then_interrupt(), index.path)
+    assert Index.open(index.path).search("kitten", 5) == before
+    assert [p.name for p in index.path.parent.iterdir() if p.name.endswith(".tmp")] == []
+    with pytest.raises(KeyboardInterrupt):
+        Index.build(model_dir, docs_then_interrupt(), index.path.parent / "fresh")
+    assert not (index.path.parent / "fresh").exists()
+
+
+def test_interrupted_add_changes_nothing(index: Index) -> None:
+    before, count = index.search("kitten", 5), len(index)
+
+    def docs_then_fail():
+        yield from ({"id": f"n{i}", "text": "cat king"} for i in range(10))
+        raise RuntimeError("disk full")
+
+    with pytest.raises(RuntimeError):
+        index.add(docs_then_fail(), batch_size=3)
+    assert len(index) == count and index.search("kitten", 5) == before
+    assert index.info()["vectors"] == count - 2  # the vectors of the failed batches are gone too
+    assert Index.open(index.path).search("kitten", 5) == before
+    index.add([{"id": "n0", "text": "cat king"}])
+    assert ids(index.search("n0 cat king", 1, mode="bm25")) == ["n0"] and index.info()["vectors"] == count - 1
+
+
+KILL_SCRIPT = """
+import os, signal, sys
+from staticsem.search import Index
+from staticsem.search.store import DocStore
+index = Index.open(sys.argv[1])
+if sys.argv[2] == "before-commit":  # the new vector file is written, the rows are not committed
+    DocStore.set_generation = lambda self, g: os.kill(os.getpid(), signal.SIGKILL)
+    index.add([{"id": "k1", "text": "cat king"}])
+else:  # killed while documents stream in
+    def docs():
+        yield {"id": "k1", "text": "cat king"}
+        os.kill(os.getpid(), signal.SIGKILL)
+    index.add(docs(), batch_size=1)
+"""
+
+
+@pytest.mark.parametrize("when", ["before-commit", "while-streaming"])
+def test_sigkill_during_add_leaves_the_previous_state(index: Index, when: str) -> None:
+    before, count, generation = index.search("kitten", 5), len(index), index.generation
+    index.close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(KILL_SCRIPT), str(index.path), when], env=env
+    )
+    assert done.returncode == -signal.SIGKILL
+    reopened = Index.open(index.path)
+    assert reopened.generation == generation and len(reopened) == count
+    assert reopened.search("kitten", 5) == before and not reopened.search("k1", mode="bm25")
+    assert [p.name for p in index.path.glob("*vectors-*")] == [f"vectors-{generation}.usearch"]
+    reopened.add([{"id": "k1", "text": "cat king"}])  # and it still takes changes
+    assert ids(reopened.search("k1 cat king", 1, mode="bm25")) == ["k1"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("config.json", b"{not json", "config.json"),
+        ("docs.sqlite", b"garbage" * 100, "docs.sqlite: not a staticsem index database"),
+        ("vectors-1.usearch", b"garbage" * 100, "vectors-1.usearch: corrupt vector file"),
+    ],
+)
+def test_corrupt_index_files_are_one_line_errors(index: Index, name: str, content: bytes, message: str):
+    index.close()
+    assert index.generation == 1
+    (index.path / name).write_bytes(content)
+    for suffix in ("-wal", "-shm"):
+        (index.path / f"docs.sqlite{suffix}").unlink(missing_ok=True)
+    with pytest.raises(ModelFormatError, match=message):
+        Index.open(index.path)
+
+
+def test_document_coercion() -> None:
+    assert Document.coerce({"text": "t", "id": 7, "lang": "en"}) == Document("t", "7", {"lang": "en"})
+    with pytest.raises(InputError, match="'text'"):
+        Document.coerce({"id": "x"})
+
+
+# ---------------------------------------------------------------------- command line
+runner = CliRunner()
+
+
+def cli(*args: object, input: str | None = None) -> tuple[int, str, str]:
+    result = runner.invoke(app, [str(a) for a in args], input=input)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_cli_build_search_add_delete_info(model_dir: Path, tmp_path: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    out = tmp_path / "ix"
+    code, _, err = cli("index", "build", model_dir, docs, "--out", out)
+    assert code == 0, err
+    code, stdout, err = cli("search", out, "kitten", "-k", "2", "--json")
+    assert code == 0, err
+    assert [h["id"] for h in json.loads(stdout)] == ["a2", "a1"]
+    code, stdout, _ = cli("search", out, "king", "--mode", "bm25", "--where", "topic=royalty", "--json")
+    assert [h["id"] for h in json.loads(stdout)] == ["r1"]
+    code, _, err = cli("index", "add", out, "-", "--format", "txt", input="a crown\nthe throne\n")
+    assert code == 0, err
+    code, _, err = cli("index", "delete", out, "--id", "r1", "--id", "r2")
+    assert code == 0, err
+    code, stdout, _ = cli("search", out, "crown throne", "--mode", "bm25", "--json")
+    assert sorted(h["text"] for h in json.loads(stdout)) == ["a crown", "the throne"]
+    code, stdout, _ = cli("index", "info", out)
+    assert code == 0 and "zero vectors" in stdout and '"documents"' not in stdout
+    assert Index.open(out).info()["documents"] == len(DOCS) - 2 + 2
+
+
+def test_cli_errors_are_one_line(model_dir: Path, tmp_path: Path, model: StaticModel) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok\n\xff\n")
+    code, _, err = cli("index", "build", model_dir, bad, "--out", tmp_path / "ix")
+    assert code == 2 and err.strip().splitlines() == [
+        f"error: {bad}:2: not valid UTF-8 (byte 0xff at column 1); "
+        "pass --errors replace to substitute such bytes"
+    ]
+    assert not (tmp_path / "ix").exists()
+    good = tmp_path / "good.txt"
+    good.write_text("the cat\n", encoding="utf-8")
+    assert cli("index", "build", model_dir, good, "--out", tmp_path / "ix")[0] == 0
+    other = StaticModel(model.vocab, -model.vectors).save(tmp_path / "other")
+    code, _, err = cli("search", tmp_path / "ix", "cat", "--model", other)
+    assert code == 2 and "built with another model" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cli("search", tmp_path / "ix", "cat", "--where", "novalue")
+    assert code == 2 and "FIELD=VALUE" in err
+    code, _, err = cli("search", tmp_path / "ix", "cat", "--mode", "fuzzy")
+    assert code == 2 and "search mode" in err
+    code, _, err = cli("search", tmp_path / "missing", "cat")
+    assert code == 2 and "no index folder" in err
+
+
+def test_top_level_lazy_name() -> None:
+    assert staticsem.Index is Index
+
+
+def test_bm25_leaves_out_common_words_only_when_asked(model: StaticModel, tmp_path: Path) -> None:
+    docs = [
+        {"id": "c", "text": "the cat"},
+        {"id": "k", "text": "the king"},
+        {"id": "t", "text": "the the the"},
+    ]
+    docs += [{"id": f"f{i}", "text": "the bread"} for i in range(5)]
+    exact = Index.build(model, docs, tmp_path / "exact")
+    assert exact.info()["bm25"] == {"common_df": 1.0}
+    assert "t" in ids(exact.search("the cat", 10, mode="bm25"))  # every word scores, "the" too
+    pruned = Index.build(model, docs, tmp_path / "pruned", bm25_common_df=0.5)
+    assert ids(pruned.search("the cat", 10, mode="bm25")) == ["c"]  # "the" (in 8 of 8) is left out
+    only_common = pruned.search("the", 10, mode="bm25")  # nothing else left: the word is kept
+    assert ids(only_common)[0] == "t" and len(only_common) == len(docs)
+    assert pruned.store.documents() == len(docs)
+    pruned.delete(["t"])
+    assert pruned.store.documents() == len(docs) - 1
+    with pytest.raises(InputError, match="bm25_common_df"):
+        Index.build(model, docs, tmp_path / "bad", bm25_common_df=0)
+
+
+def test_bm25_matches_words_not_stems(model: StaticModel, tmp_path: Path) -> None:
+    index = Index.build(model, ["he played the guitar", "guitars", "generalization"], tmp_path / "ix")
+    assert len(index.search("playing", 5, mode="bm25")) == 1  # Porter: playing, played -> plai
+    assert len(index.search("guitar", 5, mode="bm25")) == 2
+    assert len(index.search("generalizations", 5, mode="bm25")) == 1
+    assert index.search('" OR cat* NEAR(', 5, mode="bm25") == []  # FTS5 syntax is never interpreted
