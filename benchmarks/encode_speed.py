@@ -6,7 +6,10 @@ of the same size (~30k rows x 256 dims, float16, both libraries' default):
 
 * staticsem: ``staticsem.distill("token")`` over the 30,000 most frequent Wikipedia words;
 * model2vec: ``model2vec.distill.distill(<packaged all-MiniLM-L6-v2>, pca_dims=256)`` (29,525 tokens);
-* ST: ``StaticEmbedding.from_model2vec`` of that model2vec folder (+ ``Normalize``), on the CPU.
+* ST: ``StaticEmbedding.from_model2vec`` of that model2vec folder (+ ``Normalize``), on the CPU;
+* staticsem imported model2vec: ``staticsem.load`` of that model2vec folder (token-level: it encodes as
+  model2vec does). ``--baseline-src DIR`` adds the same row run with another staticsem (``PYTHONPATH=DIR``,
+  e.g. ``main``'s ``src``), interleaved with the others, and prints the ratio of the two.
 
 Every measurement runs in a fresh subprocess. "1 thread" rows set TOKENIZERS_PARALLELISM=false and
 OMP/OPENBLAS/MKL/RAYON_NUM_THREADS=1 (and ``torch.set_num_threads(1)``) and pin the process to core 0 with
@@ -48,8 +51,11 @@ SPEED_RUNS: list[tuple[str, str, int, bool]] = [
     ("model2vec default encode()", "model2vec", 1, False),
     ("ST StaticEmbedding batch_size=1024", "st", 0, True),
     ("ST StaticEmbedding batch_size=1024", "st", 0, False),
+    ("staticsem imported model2vec workers=1", "staticsem-m2v", 1, True),
 ]
 BASELINE = "model2vec use_multiprocessing=False"
+IMPORTED = "staticsem imported model2vec workers=1"
+BASELINE_SRC = " (baseline src)"
 
 
 def _status_kib(field: str) -> int:
@@ -140,9 +146,13 @@ def child(
     print("RESULT " + json.dumps(result), flush=True)
 
 
-def spawn(kind: str, model: Path, args: Any, setting: int, pinned: bool) -> dict[str, Any]:
-    """Run ``child`` in a fresh interpreter and return its JSON result."""
+def spawn(
+    kind: str, model: Path, args: Any, setting: int, pinned: bool, src: Path | None = None
+) -> dict[str, Any]:
+    """Run ``child`` in a fresh interpreter (with ``src`` first on its path) and return its JSON result."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(common.ONE_THREAD_ENV if pinned else {})}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
     command = [
         sys.executable,
         __file__,
@@ -179,6 +189,13 @@ def main() -> None:
         help="measure every setup this many times, interleaved, in fresh processes; the best "
         "round is kept (use 3+ on a machine shared with other work)",
     )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="also measure the imported-model2vec row with the staticsem found in this folder "
+        "(PYTHONPATH), e.g. /work/main/src, and print the ratio",
+    )
     parser.add_argument("--child", help=SUPPRESS)
     parser.add_argument("--child-model", help=SUPPRESS)
     parser.add_argument("--child-setting", type=int, default=0, help=SUPPRESS)
@@ -198,16 +215,20 @@ def main() -> None:
     common.offline()
     _, staticsem_path = common.build_staticsem(args.models, args.data)
     m2v_path = common.build_model2vec(args.models)
-    paths = {"staticsem": staticsem_path, "model2vec": m2v_path, "st": m2v_path}
+    paths = {"staticsem": staticsem_path, "model2vec": m2v_path, "st": m2v_path, "staticsem-m2v": m2v_path}
+    runs = [(*run, None) for run in SPEED_RUNS]
+    if args.baseline_src is not None:
+        same = [run for run in SPEED_RUNS if run[0] == IMPORTED]
+        runs += [(label + BASELINE_SRC, *rest, args.baseline_src) for label, *rest in same]
 
-    rounds: list[list[dict[str, Any]]] = [[] for _ in SPEED_RUNS]
+    rounds: list[list[dict[str, Any]]] = [[] for _ in runs]
     for number in range(1, args.rounds + 1):
-        for (label, kind, setting, pinned), results in zip(SPEED_RUNS, rounds, strict=True):
+        for (label, kind, setting, pinned, src), results in zip(runs, rounds, strict=True):
             where = "1 thread, core 0" if pinned else "default threads"
             print(f"[round {number}/{args.rounds}] measuring {label} ({where}) ...", flush=True)
-            results.append(spawn(kind, paths[kind], args, setting, pinned))
+            results.append(spawn(kind, paths[kind], args, setting, pinned, src))
     speed: list[dict[str, Any]] = []
-    for (label, _, _, pinned), results in zip(SPEED_RUNS, rounds, strict=True):
+    for (label, _, _, pinned, _), results in zip(runs, rounds, strict=True):
         best = min(results, key=lambda r: r["best_s"])
         speed.append(
             {
@@ -242,6 +263,15 @@ def main() -> None:
         )
 
     print_results(args.sentences, speed, memory)
+    baseline_row = next((r for r in speed if r["label"] == IMPORTED + BASELINE_SRC), None)
+    if baseline_row is not None:
+        imported = next(r for r in speed if r["label"] == IMPORTED)
+        ratio = imported["sentences_per_s"] / baseline_row["sentences_per_s"]
+        cpu_ratio = imported["sentences_per_cpu_s"] / baseline_row["sentences_per_cpu_s"]
+        print(
+            f"imported model2vec, this staticsem vs {args.baseline_src}: {ratio:.3f}x sentences/s, "
+            f"{cpu_ratio:.3f}x sentences/CPU-s"
+        )
     check = next(r["identical_to_workers1"] for r in speed if "identical_to_workers1" in r)
     print(f"correctness: staticsem workers=2 output identical to workers=1: {check}")
     common.save_json(
@@ -257,6 +287,7 @@ def main() -> None:
             "speed": speed,
             "memory": memory,
             "workers2_identical": check,
+            "baseline_src": None if args.baseline_src is None else str(args.baseline_src),
         },
     )
 

@@ -26,9 +26,10 @@ import numpy as np
 import _common as common
 
 DEPTH = 100
-RRF_GRID = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5]  # dense weight; BM25 weight 1, k 60
+# dense weights (BM25 weight 1, k 60)
+RRF_GRID = [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0, 1.25, 1.5]
 COMMON_DF = (0.5, 0.2, 0.1, 0.05)
-CONVEX_GRID = [round(0.05 * i, 2) for i in range(1, 20)]
+CONVEX_GRID = [0.02, *(round(0.05 * i, 2) for i in range(1, 20))]
 
 
 def parse_args() -> Any:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# Before anything imports huggingface_hub: it reads HF_HUB_OFFLINE once, at import time, so a
+# monkeypatch.setenv inside a test comes too late. Tests never reach the hub.
+os.environ["HF_HUB_OFFLINE"] = "1"
+
 from pathlib import Path
 
 import numpy as np

@@ -59,7 +59,7 @@ def test_encode_non_utf8_is_an_error_that_writes_nothing(saved_model: Path, tmp_
     out = tmp_path / "out.npy"
     code, _, stderr = run("encode", saved_model, "-i", source, "-o", out)
     assert_user_error(code, stderr, f"{source}:2", "not valid UTF-8", "0xff")
-    assert not out.exists() and list(tmp_path.iterdir()) == [saved_model, source]
+    assert not out.exists() and sorted(tmp_path.iterdir()) == sorted([saved_model, source])
     code, _, stderr = run("encode", saved_model, "-i", source, "-o", out, "--errors", "replace")
     assert code == 0 and np.load(out).shape[0] == 2
 
@@ -121,10 +121,15 @@ def test_similarity_neighbors_analogy_info(saved_model: Path) -> None:
 def test_convert_round_trip_and_dim(saved_model: Path, tmp_path: Path) -> None:
     code, _, stderr = run("convert", saved_model, tmp_path / "m.vec", "--to", "fasttext", "--dim", "8")
     assert code == 0, stderr
-    back = staticsem.load(tmp_path / "m.vec")
-    assert back.dim == 8 and back.vocab == staticsem.load(saved_model).vocab
+    back, source = staticsem.load(tmp_path / "m.vec"), staticsem.load(saved_model)
+    assert back.dim == 8 and back.vocab == source.vocab
+    np.testing.assert_array_equal(back.vectors, source.vectors[:, :8].astype(np.float32))  # float16 is exact
     code, _, _ = run("convert", tmp_path / "m.vec", tmp_path / "q", "--dtype", "int8", "--scale", "model")
-    assert code == 0 and staticsem.load(tmp_path / "q").dtype == "int8"
+    small = staticsem.load(tmp_path / "q")
+    assert code == 0 and small.dtype == "int8" and small.scales is not None
+    assert json.loads((tmp_path / "q" / "config.json").read_text())["int8_scale"] == "model"
+    np.testing.assert_array_equal(small.scales, np.abs(back.vectors).max() / 127)  # one scale for all rows
+    np.testing.assert_allclose(small.vectors * small.scales[:, None], back.vectors, atol=small.scales[0] / 2)
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 
@@ -55,6 +56,25 @@ def test_bad_corpora_give_clear_errors(
     with pytest.raises(InputError, match=message):
         check_sources([str(path)])
         list(iter_sentences([str(path)]))
+
+
+def test_a_few_non_utf8_lines_are_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = [f"The cat number {i} sat on the mat." for i in range(20)]
+    lines = [line.encode() for line in good]
+    for at, junk in (
+        (3, b"caf\xe9 au lait is hot."),
+        (10, b"\xff\xfe broken bytes here."),
+        (15, b"na\xefve words are here."),
+    ):
+        lines.insert(at, junk)
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    check_sources([str(path)])
+    with caplog.at_level(logging.WARNING, logger="staticsem"):
+        assert list(iter_sentences([str(path)])) == good
+    assert f"{path}: skipped 3 lines that are not UTF-8 (the first: line 4)" in caplog.text
 
 
 def test_empty_corpus_and_no_sources(tmp_path: Path) -> None:

@@ -47,6 +47,12 @@ def test_distill_token_shapes_and_weights(subword_tokenizer: Tokenizer) -> None:
     assert model.metadata["method"] == "token" and model.metadata["settings"]["dim"] == 8
     weights = zipf_weights(len(WORDS), 1e-4)
     assert np.all(np.diff(weights) > 0)  # rarer words weigh more
+    plain = distill_token(
+        FakeTeacher(subword_tokenizer), WORDS, dim=8, batch_size=5, sif=None, show_progress=False
+    )
+    np.testing.assert_allclose(model.vectors, plain.vectors * weights[:, None], rtol=1e-5, atol=1e-7)
+    ranks = 1 / np.arange(2, len(WORDS) + 2)
+    np.testing.assert_allclose(weights, 1e-4 / (1e-4 + ranks / ranks.sum()), rtol=1e-6)
 
 
 def test_distill_token_resumes_after_interrupt(subword_tokenizer: Tokenizer, tmp_path: Path) -> None:

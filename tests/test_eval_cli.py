@@ -212,6 +212,37 @@ def test_analyze_uses_the_stored_components(tiny_model: StaticModel, data_dir: P
     save_file({**tensors, "stage1": stage[:3]}, str(folder / "analysis.safetensors"))
     with pytest.raises(ModelFormatError, match="but the model has 18 words"):
         analyze(folder, data_dir, tmp_path / "out")
+    # where an SWE distillation leaves it by default: its work folder beside the model
+    (folder / "analysis.safetensors").unlink()
+    (tmp_path / ".swe.work").mkdir()
+    save_file(tensors, str(tmp_path / ".swe.work" / "analysis.safetensors"))
+    result = analyze(folder, data_dir, tmp_path / "out", min_sentences=1)
+    assert result["components"][0]["top_positive"][0] == ("king", 5.0)
+
+
+def test_analyze_says_how_to_get_the_analysis_file_of_an_swe_model(
+    tiny_model: StaticModel, data_dir: Path, tmp_path: Path
+) -> None:
+    tiny_model.metadata = {"method": "swe"}
+    folder = tiny_model.save(tmp_path / "swe")
+    code, stdout, stderr = cli(
+        "analyze",
+        folder,
+        "--data",
+        data_dir,
+        "-o",
+        tmp_path / "out",
+        "--components",
+        "2",
+        "--min-sentences",
+        "1",
+    )
+    assert code == 0, stderr
+    assert "fitted here" in stdout and "--keep-analysis" in stdout
+    with pytest.raises(
+        InputError, match=r"--freq\); or rerun the same `staticsem distill` command with --keep"
+    ):
+        prepare(tiny_model, SENTENCES, folder=folder)
 
 
 def test_influence_matches_removing_the_word_and_reencoding(tiny_model: StaticModel) -> None:

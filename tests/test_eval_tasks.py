@@ -14,7 +14,7 @@ from scipy.stats import spearmanr
 from staticsem import StaticModel
 from staticsem.errors import InputError
 from staticsem.eval.base import NotApplicable
-from staticsem.eval.classification import Classification
+from staticsem.eval.classification import Classification, _fit
 from staticsem.eval.clustering import Clustering
 from staticsem.eval.retrieval import Retrieval
 from staticsem.eval.sts import STS
@@ -168,6 +168,29 @@ def test_classification_kfold_split_and_dev(tmp_path: Path) -> None:
     assert [f["rows"] for f in task.describe()["files"]] == [40, 40, 2, 40, 2, 3]
     with pytest.raises(InputError, match="need lonely-all.tsv or lonely-train.tsv"):
         Classification(tmp_path, datasets=["lonely"])
+
+
+def test_classification_scores_held_out_rows_not_the_training_ones(tmp_path: Path) -> None:
+    """A mislabelled row with a word of its own is learnt when trained on (weak regularisation) but
+    predicted from its other word when held out: training and held-out accuracy differ."""
+    folder = tmp_path / "classification"
+    clean = [f"pos\tgood {'film ' * (i % 2)}" for i in range(18)] + [
+        f"neg\tbad {'plot ' * (i % 2)}" for i in range(20)
+    ]
+    odd = [f"pos\tbad odd{i}" for i in range(5)]
+    write(folder / "toy-all.tsv", clean + odd[:2])  # 20 pos, 20 neg: 4 folds of 10 rows
+    write(folder / "tt-train.tsv", clean + odd[:2])
+    write(folder / "tt-test.tsv", ["pos\tgood", "neg\tbad", "pos\tbad odd2", "neg\tbad plot"])
+    write(folder / "sd-train.tsv", clean + odd[:2])
+    write(folder / "sd-dev.tsv", ["pos\tgood film", "neg\tbad", "pos\tbad odd3"])
+    write(folder / "sd-test.tsv", ["pos\tgood", "neg\tbad", "pos\tbad odd4", "neg\tbad plot"])
+    encoder = BagEncoder(["good", "bad", "film", "plot", *(f"odd{i}" for i in range(5))])
+    task = Classification(tmp_path, datasets=["toy", "tt", "sd"], folds=4, c_values=(1000.0,))
+    got = task(encoder)
+    assert got == pytest.approx({"toy": 95.0, "tt": 75.0, "sd_dev": 200 / 3, "sd": 75.0, "mean": 245 / 3})
+    labels = np.array([row.split("\t")[0] for row in clean + odd[:2]])
+    features = encoder.encode([row.split("\t")[1] for row in clean + odd[:2]])
+    assert (_fit((labels, features), 1000.0).predict(features) == labels).all()  # on training rows: 100
 
 
 def beir(root: Path) -> Path:

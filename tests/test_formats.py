@@ -6,8 +6,13 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+import gensim.models
+import model2vec
+import model2vec.model
+import model2vec.quantization
 import numpy as np
 import pytest
+import sentence_transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 import staticsem
@@ -154,11 +159,10 @@ VECTOR_FILES = [
 
 @pytest.mark.parametrize("case", VECTOR_FILES)
 def test_our_vector_files_load_in_gensim(tiny_model: StaticModel, tmp_path: Path, case: VectorCase) -> None:
-    gensim_models = pytest.importorskip("gensim.models")
     fmt, name, detected, gensim_args = case
     path = export(tiny_model, tmp_path / name, fmt)
     assert detect(path) is detected
-    kv = gensim_models.KeyedVectors.load_word2vec_format(str(path), **gensim_args)
+    kv = gensim.models.KeyedVectors.load_word2vec_format(str(path), **gensim_args)
     expected = as_dict(tiny_model.vocab, tiny_model.vectors)
     assert_same_vectors(as_dict(list(kv.index_to_key), kv.vectors), expected)
     back = staticsem.load(path)  # lossless: float32 values are written with enough digits
@@ -169,9 +173,8 @@ def test_our_vector_files_load_in_gensim(tiny_model: StaticModel, tmp_path: Path
 def test_gensim_vector_files_load_in_staticsem(
     tiny_model: StaticModel, tmp_path: Path, case: VectorCase
 ) -> None:
-    gensim_models = pytest.importorskip("gensim.models")
     _, name, detected, gensim_args = case
-    kv = gensim_models.KeyedVectors(vector_size=tiny_model.dim)
+    kv = gensim.models.KeyedVectors(vector_size=tiny_model.dim)
     kv.add_vectors(tiny_model.vocab, tiny_model.vectors)
     header = not gensim_args.get("no_header", False)
     kv.save_word2vec_format(str(tmp_path / name), binary=gensim_args["binary"], write_header=header)
@@ -200,11 +203,7 @@ def test_words_with_whitespace_cannot_be_written(tmp_path: Path, fmt: str, word:
 
 
 # ---------------------------------------------------------------- model2vec
-def test_model2vec_loads_our_export(
-    lower_model: StaticModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    model2vec = pytest.importorskip("model2vec")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_model2vec_loads_our_export(lower_model: StaticModel, tmp_path: Path) -> None:
     path = export(lower_model, tmp_path / "m2v", "model2vec")
     assert detect(path) is Format.MODEL2VEC
     theirs = np.asarray(model2vec.StaticModel.from_pretrained(str(path)).encode(LOWER_TEXTS), np.float32)
@@ -212,15 +211,10 @@ def test_model2vec_loads_our_export(
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int8"])
-def test_staticsem_loads_a_model2vec_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dtype: str
-) -> None:
-    model2vec = pytest.importorskip("model2vec")
-    quantization = pytest.importorskip("model2vec.quantization")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_staticsem_loads_a_model2vec_folder(tmp_path: Path, dtype: str) -> None:
     words = ["[UNK]", "[PAD]", "the", "cat", "sat", "on", "mat", "Dog"]
     vectors = np.random.default_rng(3).normal(size=(len(words), 6)).astype(np.float32)
-    stored = quantization.quantize_embeddings(vectors, quantization.DType(dtype))
+    stored = model2vec.quantization.quantize_embeddings(vectors, model2vec.quantization.DType(dtype))
     theirs = model2vec.StaticModel(vectors=stored, tokenizer=word_level(words), config={}, normalize=True)
     theirs.save_pretrained(str(tmp_path / "m2v"))
     assert detect(tmp_path / "m2v") is Format.MODEL2VEC
@@ -235,17 +229,11 @@ def test_staticsem_loads_a_model2vec_folder(
     assert (row_cosines(loaded.encode(texts), reference) >= 0.99).all()
 
 
-def test_staticsem_loads_a_vocabulary_quantized_model2vec_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    model2vec = pytest.importorskip("model2vec")
-    model2vec_model = pytest.importorskip("model2vec.model")
-    pytest.importorskip("sklearn")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_staticsem_loads_a_vocabulary_quantized_model2vec_folder(tmp_path: Path) -> None:
     words = ["[UNK]", "the", "cat", "sat", "on", "mat", "dog", "ran"]
     vectors = np.random.default_rng(4).normal(size=(len(words), 8)).astype(np.float32)
     theirs = model2vec.StaticModel(vectors=vectors, tokenizer=word_level(words), normalize=True)
-    theirs = model2vec_model.quantize_model(theirs, vocabulary_quantization=3, quantize_to="float16")
+    theirs = model2vec.model.quantize_model(theirs, vocabulary_quantization=3, quantize_to="float16")
     theirs.save_pretrained(str(tmp_path / "vq"))
     loaded = staticsem.load(tmp_path / "vq")
     assert loaded.vocab == words and loaded.dtype == "float32"
@@ -261,32 +249,28 @@ def st_modules() -> Any:
             return importlib.import_module(name)
         except ImportError:
             continue
-    pytest.skip("sentence-transformers has no StaticEmbedding module")
+    raise ImportError("sentence-transformers has no StaticEmbedding module")
 
 
-def test_sentence_transformers_loads_our_export(
-    lower_model: StaticModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    st = pytest.importorskip("sentence_transformers")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_sentence_transformers_loads_our_export(lower_model: StaticModel, tmp_path: Path) -> None:
     path = export(lower_model, tmp_path / "st", "sentence-transformers")
     assert detect(path) is Format.SENTENCE_TRANSFORMERS
-    theirs = st.SentenceTransformer(str(path), device="cpu").encode(LOWER_TEXTS, convert_to_numpy=True)
+    theirs = sentence_transformers.SentenceTransformer(str(path), device="cpu").encode(
+        LOWER_TEXTS, convert_to_numpy=True
+    )
     ours = lower_model.encode(LOWER_TEXTS)
     np.testing.assert_allclose(np.linalg.norm(theirs, axis=1), 1.0, rtol=1e-5)
     assert (row_cosines(np.asarray(theirs, np.float32), ours) >= 0.99).all()
 
 
-def test_staticsem_loads_a_sentence_transformers_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    st = pytest.importorskip("sentence_transformers")
+def test_staticsem_loads_a_sentence_transformers_folder(tmp_path: Path) -> None:
     modules = st_modules()
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     words = ["[UNK]", "the", "cat", "sat", "on", "mat", "Dog"]
     vectors = np.random.default_rng(5).normal(size=(len(words), 10)).astype(np.float32)
     embedding = modules.StaticEmbedding(word_level(words), embedding_weights=vectors)
-    teacher = st.SentenceTransformer(modules=[embedding, modules.Normalize()], device="cpu")
+    teacher = sentence_transformers.SentenceTransformer(
+        modules=[embedding, modules.Normalize()], device="cpu"
+    )
     teacher.save(str(tmp_path / "st"))
     assert detect(tmp_path / "st") is Format.SENTENCE_TRANSFORMERS
     loaded = staticsem.load(tmp_path / "st")

@@ -39,13 +39,16 @@ def settings(corpus: Path, **changes: object) -> SWESettings:
     return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
 
 
-def run(tmp: Path, teacher: FakeTeacher, out: str = "model", **changes: object) -> staticsem.StaticModel:
+def run(
+    tmp: Path, teacher: FakeTeacher, out: str = "model", keep_analysis: bool = False, **changes: object
+) -> staticsem.StaticModel:
     pipeline = Pipeline(
         settings(tmp / "corpus.txt", **changes),
         tmp / out,
         teacher=teacher,  # type: ignore[arg-type]
         show_progress=False,
         save_every=0.0,
+        keep_analysis=keep_analysis,
     )
     pipeline.run(dtype="float32")
     return staticsem.load(tmp / out)
@@ -68,9 +71,22 @@ def test_full_pipeline_writes_model_metadata_and_analysis(
     assert meta["teacher_passes"] == teacher.sentences < 1200  # passes are shared between words
     assert meta["teacher_passes"] < meta["reference_passes"]
     assert meta["steps"]["kd"]["dev_loss_best"] < meta["steps"]["kd"]["dev_loss_start"]
-    analysis = load_file(str(corpus_dir / "model" / "analysis.safetensors"))
-    assert analysis["stage1"].shape == (len(model), 16) and analysis["components"].shape == (1, 16)
     assert model.similarity("cat dog", "kitten puppy") > model.similarity("cat dog", "tax court")
+    # the model folder holds what encoding needs; the analysis data stays in the work folder...
+    files = {"config.json", "model.safetensors", "tokenizer.json", "vocab.json"}
+    assert {p.name for p in (corpus_dir / "model").iterdir()} == files
+    analysis = load_file(str(corpus_dir / ".model.work" / "analysis.safetensors"))
+    assert analysis["stage1"].shape == (len(model), 16) and analysis["components"].shape == (1, 16)
+    # ...unless asked for: a rerun reuses every step and adds it
+    teacher = FakeTeacher(subword_tokenizer)
+    again = run(corpus_dir, teacher, keep_analysis=True)
+    assert teacher.batches == 0 and {p.name for p in (corpus_dir / "model").iterdir()} == {
+        *files,
+        "analysis.safetensors",
+    }
+    np.testing.assert_array_equal(again.vectors, model.vectors)
+    kept = load_file(str(corpus_dir / "model" / "analysis.safetensors"))
+    assert kept.keys() == analysis.keys() and all(np.array_equal(kept[k], analysis[k]) for k in kept)
 
 
 def test_same_seed_same_model(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
@@ -173,13 +189,24 @@ def test_centred_targets_restore_the_structure_a_shared_direction_hides(
     assert entropy(centred) == pytest.approx(entropy(torch.from_numpy(0.1 * signal - 0.1 * signal.mean(0))))
 
 
-def test_abtt_removes_top_directions(tiny_model: staticsem.StaticModel) -> None:
+def test_abtt_removes_the_top_singular_vectors_of_the_centred_sentence_means(
+    tiny_model: staticsem.StaticModel,
+) -> None:
     rng = np.random.default_rng(0)
-    sentences = [" ".join(rng.choice(tiny_model.vocab, size=5)) for _ in range(300)]
+    sentences = [" ".join(rng.choice(tiny_model.vocab, size=5)) for _ in range(300)] + ["qqq zzz"]
     abtt = fit_abtt(tiny_model, sentences, remove_top=2, dim=5)
+    means = np.stack(
+        [tiny_model.vectors[[tiny_model.word_index(w) for w in s.split()]].mean(0) for s in sentences[:-1]]
+    )
+    centre = means.mean(axis=0)  # the sentence without a known word is left out
+    _, singular, vt = np.linalg.svd(means - centre, full_matrices=False)
+    assert singular[1] > 1.05 * singular[2] and singular[6] > 1.05 * singular[7]  # directions well defined
+    np.testing.assert_allclose(abtt.mean, centre, atol=1e-5)
+    np.testing.assert_allclose(np.abs(abtt.removed @ vt[:2].T), np.eye(2), atol=1e-4)  # same up to sign
+    np.testing.assert_allclose(np.abs(abtt.kept @ vt[2:7].T), np.eye(5), atol=1e-4)
     projected = abtt.apply(np.asarray(tiny_model.vectors))
-    assert projected.shape == (len(tiny_model), 5)
-    np.testing.assert_allclose(abtt.kept @ abtt.removed.T, 0, atol=1e-5)
+    expected = (tiny_model.vectors - centre) @ vt[2:7].T
+    np.testing.assert_allclose(np.abs(projected), np.abs(expected), atol=1e-4)
     with pytest.raises(InputError, match="cannot remove"):
         fit_abtt(tiny_model, sentences, remove_top=10, dim=10)
 

@@ -111,6 +111,13 @@ def distill(
     keep_work: Annotated[
         bool, typer.Option(help="Corpus methods: keep the work folder for reruns with other settings.")
     ] = True,
+    keep_analysis: Annotated[
+        bool,
+        typer.Option(
+            help="swe: also put analysis.safetensors (stage-1 vectors, ABTT components; for "
+            "`staticsem analyze`) in the model folder, not only in the work folder."
+        ),
+    ] = False,
     trust_remote_code: Annotated[
         bool, typer.Option(help="Allow the teacher's own code from the hub.")
     ] = False,
@@ -123,6 +130,8 @@ def distill(
     options: dict[str, Any] = {}
     if (parallel or objective != "kd") and method != "swe":
         raise InputError("--objective and --parallel are for the swe method")
+    if keep_analysis and method != "swe":
+        raise InputError("--keep-analysis is for the swe method")
     if lr is not None and method != "x2static":
         raise InputError("--lr is for the x2static method")
     if (prompt is not None or splitter != "words") and method not in ("swe", "ase", "x2static"):
@@ -149,6 +158,7 @@ def distill(
         if method == "swe":
             options["stages"] = tuple(s.strip() for s in stages.split(",") if s.strip())
             options.update(objective=objective, parallel=tuple(str(p) for p in parallel or ()))
+            options["keep_analysis"] = keep_analysis
     elif method == "x2static":
         options.update(context=context, max_corpus_sentences=max_sentences, prompt=prompt, splitter=splitter)
         if epochs is not None:

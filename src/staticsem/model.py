@@ -3,6 +3,8 @@
 Pure numpy (plus HF ``tokenizers`` for the unknown-word fallback): encoding never imports torch.
 fastText models carry an n-gram table instead (``staticsem.ngrams``): an unknown word gets the mean of its
 n-gram vectors, cached as an extra row with id >= V; neighbour searches still rank vocabulary words only.
+Imported model2vec / sentence-transformers models are token-level (``staticsem.tokens``): one row per token
+of their own tokenizer, a text is the mean of all its token rows, a word the mean of its pieces.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from staticsem.errors import InputError, ModelFormatError
 from staticsem.ngrams import ComposedRows, NgramTable
 from staticsem.quantize import dequantize
 from staticsem.text import UNKNOWN, WordLookup, make_splitter
+from staticsem.tokens import TokenLookup, TokenRules, check_vocabulary
 
 _STORED_DTYPES = (np.float32, np.float16, np.int8)
 _COMPOSED_BYTES = 256 << 20  # composed unknown-word rows are dropped between batches beyond this
@@ -35,6 +38,7 @@ def _worker_encode(batch: tuple[list[str], bool]) -> np.ndarray:
 def _set_worker_model(model: StaticModel) -> None:
     global _worker_model
     _worker_model = model
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # a forked worker tokenises on its own thread
 
 
 class StaticModel:
@@ -48,6 +52,9 @@ class StaticModel:
     :param splitter: name of the word-splitting rule (``staticsem.text.register_splitter``): ``words``
         (default) or ``subword`` (unspaced scripts such as Chinese split into the tokenizer's pieces).
     :param metadata: teacher, method, settings and anything else worth keeping with the model.
+    :param tokens: token-level encoding rules: rows are ``tokenizer``'s tokens in id order and texts are
+        tokenised by it (imported model2vec / sentence-transformers models); ``None`` for word-level models.
+    :param normalize: whether ``encode`` L2-normalises by default.
     :raises ModelFormatError: when the pieces do not fit together (the message carries the numbers).
     """
 
@@ -61,6 +68,8 @@ class StaticModel:
         ngrams: NgramTable | None = None,
         metadata: dict[str, Any] | None = None,
         splitter: str = "words",
+        tokens: TokenRules | None = None,
+        normalize: bool = True,
     ) -> None:
         self.vocab = list(vocab)
         self.vectors = vectors
@@ -68,6 +77,8 @@ class StaticModel:
         self.tokenizer = tokenizer
         self.ngrams = ngrams
         self.metadata: dict[str, Any] = dict(metadata or {})
+        self.tokens = tokens
+        self.normalize = normalize
         self._validate()
         try:
             self.splitter = make_splitter(splitter, tokenizer)
@@ -75,7 +86,11 @@ class StaticModel:
             raise ModelFormatError(str(exc)) from None
         self._composed = None if ngrams is None else ComposedRows(ngrams, len(self.vocab))
         fallback = None if self._composed is None else self._composed.row
-        self._lookup = WordLookup(self.vocab, tokenizer, fallback, self.splitter)
+        self._lookup: WordLookup | TokenLookup
+        if tokens is None:
+            self._lookup = WordLookup(self.vocab, tokenizer, fallback, self.splitter)
+        else:
+            self._lookup = TokenLookup(tokenizer, tokens)  # type: ignore[arg-type]  # _validate checked it
         self._unit_cache: np.ndarray | None = None
 
     def _validate(self) -> None:
@@ -90,7 +105,11 @@ class StaticModel:
             )
         if vectors.shape[1] == 0:
             raise ModelFormatError("the matrix has 0 dimensions")
-        if any(not isinstance(w, str) or not w for w in self.vocab):
+        if self.tokens is not None:
+            if self.tokenizer is None or self.ngrams is not None:
+                raise ModelFormatError("a token-level model needs its tokenizer and has no n-gram table")
+            check_vocabulary(self.vocab, self.tokenizer)
+        elif any(not isinstance(w, str) or not w for w in self.vocab):
             raise ModelFormatError("vocabulary words must be non-empty strings")
         if len(set(self.vocab)) != len(self.vocab):
             seen: set[str] = set()
@@ -133,6 +152,7 @@ class StaticModel:
 
     def __repr__(self) -> str:
         extra = "" if self.ngrams is None else f", ngram_buckets={self.ngrams.buckets}"
+        extra += "" if self.tokens is None else ", token_level=True"
         return f"StaticModel(words={len(self)}, dim={self.dim}, dtype={self.dtype}{extra})"
 
     # ------------------------------------------------------------------ encoding
@@ -143,7 +163,7 @@ class StaticModel:
         batch_size: int = 4096,
         workers: int = 1,
         show_progress: bool = False,
-        normalize: bool = True,
+        normalize: bool | None = None,
     ) -> np.ndarray:
         """Encode texts to L2-normalised float32 rows (a zero row where no word is known).
 
@@ -151,8 +171,11 @@ class StaticModel:
         :param batch_size: texts handled per vectorised step.
         :param workers: processes to use for large inputs (``0`` means all cores).
         :param show_progress: show a progress bar.
-        :param normalize: ``False`` gives the plain mean of the word vectors.
+        :param normalize: ``False`` gives the plain mean of the word vectors; ``None`` the model's setting
+            (``True`` except for models imported without normalisation).
         """
+        if normalize is None:
+            normalize = self.normalize
         if isinstance(texts, str):
             return self.encode([texts], batch_size=batch_size, normalize=normalize)[0]
         if batch_size < 1:
@@ -231,7 +254,7 @@ class StaticModel:
 
     def similarity(self, text_a: str, text_b: str) -> float:
         """Cosine similarity of two texts' embeddings (0.0 if either has no known word)."""
-        a, b = self.encode([text_a, text_b])
+        a, b = self.encode([text_a, text_b], normalize=True)
         return float(a @ b)
 
     # ------------------------------------------------------------------ word operations
@@ -242,35 +265,41 @@ class StaticModel:
             self._unit_cache = full / np.maximum(norms, np.finfo(np.float32).tiny)
         return self._unit_cache
 
-    def _resolve(self, word: str) -> int:
-        row = self._lookup.resolve(word)
-        if row == UNKNOWN:
+    def _word_rows(self, word: str) -> list[int]:
+        """The rows making up ``word``: its own row, or for token-level models its pieces' rows."""
+        rows = self._lookup.rows(word)
+        if not rows:
             raise InputError(f"word {word!r} is not in the vocabulary ({len(self)} words)")
-        return row
+        return rows
 
     def word_index(self, word: str) -> int:
-        """Vocabulary row of ``word`` by the inference rule (exact, lower-case, subword prefix).
+        """Vocabulary row of ``word`` by the inference rule (exact, lower-case, subword prefix; for
+        token-level models, the word's single token).
 
-        :raises InputError: when no rule finds the word (a word with only an n-gram vector has no row).
+        :raises InputError: when no rule finds the word, or it has no row of its own (a word with only an
+            n-gram vector, or split into several tokens).
         """
-        row = self._resolve(word)
-        if row >= len(self.vocab):
+        rows = self._word_rows(word)
+        if len(rows) > 1:
+            raise InputError(f"word {word!r} is {len(rows)} tokens of the model's tokenizer, not one row")
+        if rows[0] >= len(self.vocab):
             raise InputError(
                 f"word {word!r} is not in the vocabulary ({len(self)} words); it has an n-gram vector only"
             )
-        return row
+        return rows[0]
 
     def word_vector(self, word: str) -> np.ndarray:
-        """The float32 vector of a word: its row, or for fastText models its n-gram vector."""
-        return self._rows(np.array([self._resolve(word)]))[0]
+        """The float32 vector of a word: its row, the mean of its token rows, or its n-gram vector."""
+        return self._rows(np.array(self._word_rows(word))).mean(axis=0, dtype=np.float32)
 
     def _word_unit(self, word: str) -> tuple[np.ndarray, set[int]]:
-        """Unit vector of a word, and its vocabulary row as a set (empty for an n-gram vector)."""
-        row = self._resolve(word)
-        if row < len(self.vocab):
-            return self._unit()[row], {row}
+        """Unit vector of a word, and the vocabulary rows it is made of (excluded from its neighbours)."""
+        rows = self._word_rows(word)
+        own = {row for row in rows if row < len(self.vocab)}
+        if len(rows) == 1 and own:
+            return self._unit()[rows[0]], own
         vector = self.word_vector(word)
-        return vector / max(float(np.linalg.norm(vector)), float(np.finfo(np.float32).tiny)), set()
+        return vector / max(float(np.linalg.norm(vector)), float(np.finfo(np.float32).tiny)), own
 
     def _nearest(self, query: np.ndarray, k: int, exclude: set[int]) -> list[tuple[str, float]]:
         if k < 1:
@@ -313,6 +342,8 @@ class StaticModel:
             ngrams=None if self.ngrams is None else self.ngrams.truncate(dim),
             metadata=meta,
             splitter=self.splitter.name,
+            tokens=self.tokens,
+            normalize=self.normalize,
         )
 
     def save(self, path: str | Path, **options: Any) -> Path:

@@ -187,6 +187,11 @@ class WordLookup:
         self._cache[word] = UNKNOWN if found is None else found
         return self._cache[word]
 
+    def rows(self, word: str) -> list[int]:
+        """``[row]`` of ``word``, or ``[]`` when no rule finds it."""
+        row = self.resolve(word)
+        return [] if row == UNKNOWN else [row]
+
     def ids(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
         """Flat row ids (``UNKNOWN`` included) and the number of words of each text."""
         findall = self.splitter.words

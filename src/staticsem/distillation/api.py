@@ -60,8 +60,9 @@ def distill(
         ``LANG=FILE`` tags a language, and two or more languages give a cross-lingual swe/ase model.
     :param options: method settings: the fields of ``SWESettings`` (swe, ase: e.g. ``sentences_per_word``,
         ``layer``, ``objective``/``parallel`` for contrastive training, ``languages``, ``prompt``),
-        ``X2StaticSettings`` (x2static: e.g. ``context``, ``epochs``), the keywords of ``distill_classic``
-        (word2vec, fasttext: e.g. ``sg``, ``epochs``), ``sif``/``batch_size`` (token).
+        ``keep_analysis`` (swe: also put ``analysis.safetensors`` in the model folder, not only in the
+        work folder), ``X2StaticSettings`` (x2static: e.g. ``context``, ``epochs``), the keywords of
+        ``distill_classic`` (word2vec, fasttext: e.g. ``sg``, ``epochs``), ``sif``/``batch_size`` (token).
     :raises InputError: for unknown methods or options, bad sizes, unreadable inputs.
     """
     try:
@@ -111,6 +112,8 @@ def distill(
         from staticsem.distillation.pipeline import Pipeline, SWESettings
 
         runner, settings_type, extra = Pipeline, SWESettings, {"method": method.value}
+        if method is Method.SWE:
+            extra["keep_analysis"] = bool(options.pop("keep_analysis", False))
         common["dim"] = dim
         if method is Method.ASE:
             if "stages" in options:

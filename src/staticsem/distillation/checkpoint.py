@@ -24,6 +24,9 @@ def fingerprint(settings: dict[str, Any], items: Sequence[str] = ()) -> str:
     return digest.hexdigest()[:16]
 
 
+ANALYSIS_FILE = "analysis.safetensors"  # what ``staticsem analyze`` reads about an SWE model's ABTT
+
+
 def work_folder(out: Path) -> Path:
     """Where a distillation keeps its resumable work: ``.NAME.work`` beside the output folder."""
     return out.parent / f".{out.name}.work"

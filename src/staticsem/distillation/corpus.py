@@ -134,12 +134,12 @@ def iter_texts(source: str, text_field: str = "text") -> Iterator[str]:
         yield from embedded_texts()
         return
     is_jsonl = source.endswith((".jsonl", ".jsonl.gz"))
-    bad = 0
+    bad, first_bad = 0, 0
     for name, number, raw in _raw_lines(source):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
-            bad += 1
+            bad, first_bad = bad + 1, first_bad or number
             if bad == 100 and number <= 200:
                 raise InputError(
                     f"{name}: mostly not UTF-8 text (lines 1-{number}); not a text corpus"
@@ -155,7 +155,7 @@ def iter_texts(source: str, text_field: str = "text") -> Iterator[str]:
             text = record[text_field]
         yield text
     if bad:
-        logger.warning("%s: skipped %d lines that are not UTF-8", source, bad)
+        logger.warning("%s: skipped %d lines that are not UTF-8 (the first: line %d)", source, bad, first_bad)
 
 
 def iter_sentences(sources: Sequence[str], options: CorpusOptions = CorpusOptions()) -> Iterator[str]:

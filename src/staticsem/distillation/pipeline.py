@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from staticsem.distillation.abtt import default_remove_top, fit_abtt
-from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
 from staticsem.distillation.corpus import check_sources, fingerprint_sources
 from staticsem.distillation.crosslingual import language_sources, merge_vocabularies
 from staticsem.distillation.extract import extract
@@ -99,9 +100,17 @@ class Pipeline(StepRun):
 
     settings: SWESettings
 
-    def __init__(self, settings: SWESettings, out: Path, *, method: str = "swe", **options: Any) -> None:
+    def __init__(
+        self,
+        settings: SWESettings,
+        out: Path,
+        *,
+        method: str = "swe",
+        keep_analysis: bool = False,
+        **options: Any,
+    ) -> None:
         super().__init__(settings, out, **options)
-        self.method = method
+        self.method, self.keep_analysis = method, keep_analysis
         self.subruns = {  # one stage-1 run per language (cross-lingual models), each in its own folder
             language: Pipeline(
                 replace(
@@ -320,7 +329,11 @@ class Pipeline(StepRun):
         return self.metadata(select["sentences_chosen"], reference_passes=select["reference_passes"])
 
     def _write_analysis(self) -> None:
-        """Stage-1 vectors, sentence mean, removed components and counts for ``staticsem analyze``."""
+        """Stage-1 vectors, sentence mean, removed components and counts for ``staticsem analyze``.
+
+        Written to the work folder (where ``analyze`` looks too); also into the model folder only with
+        ``keep_analysis``: it is larger than the model and encoding does not need it.
+        """
         if not (self.work.folder / "abtt.safetensors").is_file() or "pca" not in self.settings.stages:
             return
         stage1 = load(self.work.folder / "stage1")
@@ -335,5 +348,8 @@ class Pipeline(StepRun):
             "explained": abtt["explained"],
             "counts": counts,
         }
-        with atomic_file(self.out / "analysis.safetensors") as tmp:
+        with atomic_file(self.work.folder / ANALYSIS_FILE) as tmp:
             save_file(tensors, str(tmp))
+        if self.keep_analysis:
+            with atomic_file(self.out / ANALYSIS_FILE) as tmp:
+                shutil.copyfile(self.work.folder / ANALYSIS_FILE, tmp)

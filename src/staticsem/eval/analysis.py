@@ -1,8 +1,9 @@
 """The two analyses of the SWE paper, for any static model.
 
 (a) **Principal components removed by ABTT**: which words load most on them, and how each component's
-    loading correlates with word frequency. A SWE model folder may keep what its pipeline saw in
-    ``analysis.safetensors`` (``stage1``: V × d pre-ABTT vectors, ``mean``: the sentence mean X̄,
+    loading correlates with word frequency. An SWE distillation keeps what its pipeline saw in
+    ``analysis.safetensors``, in its work folder ``.NAME.work`` beside the model (and in the model folder
+    with ``--keep-analysis``) (``stage1``: V × d pre-ABTT vectors, ``mean``: the sentence mean X̄,
     ``components``: k × d removed components, ``counts``: V corpus counts, optionally ``explained``: the
     variance share of each component); without it the components are
     fitted here, by PCA over sentence vectors (plain means of the model's own word vectors) of the STS
@@ -24,13 +25,17 @@ from typing import Any
 
 import numpy as np
 
+from staticsem.distillation.checkpoint import ANALYSIS_FILE, work_folder
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.model import StaticModel
 from staticsem.quantize import dequantize
 from staticsem.text import split_words
 
 logger = logging.getLogger(__name__)
-ANALYSIS_FILE = "analysis.safetensors"
+KEEP_HINT = (
+    "rerun the same `staticsem distill` command with --keep-analysis (every finished step is reused) "
+    f"to put {ANALYSIS_FILE} in the model folder"
+)
 DEFAULT_FREQ = "auxiliary/enwiki_word_freq_min200.tsv"
 
 
@@ -117,17 +122,25 @@ def prepare(
     freq_file: Path | None = None,
     components: int = 5,
 ) -> Inputs:
-    """Gather the inputs: ``folder/analysis.safetensors`` when there is one, else fit them.
+    """Gather the inputs: ``analysis.safetensors`` in ``folder`` or its work folder, else fit them.
 
     :raises ModelFormatError: when ``analysis.safetensors`` does not fit the model (numbers in the message).
     :raises InputError: when neither the analysis file's counts nor ``freq_file`` give frequencies.
     """
     vectors = dequantize(model.vectors, model.scales).astype(np.float32, copy=False)
-    stored = folder / ANALYSIS_FILE if folder is not None and folder.is_dir() else None
-    if stored is not None and stored.is_file():
+    stored = find_analysis(folder)
+    if stored is not None:
         return _stored(model, vectors, stored, freq_file)
+    hint = f"; or {KEEP_HINT}" if model.metadata.get("method") == "swe" else ""
     if freq_file is None:
-        raise InputError("no analysis.safetensors in the model folder: give a word frequency file (--freq)")
+        raise InputError(f"no {ANALYSIS_FILE} with the model: give a word frequency file (--freq){hint}")
+    if hint:
+        logger.warning(
+            "no %s beside %s or in its work folder: fitting the components here%s",
+            ANALYSIS_FILE,
+            folder,
+            hint,
+        )
     owners, ids = sentence_ids(model, sentences)
     used = np.unique(owners)
     if len(used) <= components:
@@ -149,11 +162,21 @@ def prepare(
         counts=read_counts(freq_file, model.vocab),
         sources={
             "components": f"fitted here: PCA over {len(used):,} sentence means of the model's own vectors "
-            "(the model may already have had its top components removed)",
+            f"(the model may already have had its top components removed{hint})",
             "frequency": str(freq_file),
         },
         explained=[float(s) for s in share[:components]],
     )
+
+
+def find_analysis(folder: Path | None) -> Path | None:
+    """``analysis.safetensors`` in the model folder, else in the work folder left beside it."""
+    if folder is None or not folder.is_dir():
+        return None
+    for candidate in (folder / ANALYSIS_FILE, work_folder(folder.resolve()) / ANALYSIS_FILE):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 def _stored(model: StaticModel, vectors: np.ndarray, path: Path, freq_file: Path | None) -> Inputs:

@@ -1,5 +1,7 @@
 """staticsem's own folder: safetensors + ``vocab.json`` + optional ``tokenizer.json`` + ``config.json``.
 
+Token-level models (imported from model2vec / sentence-transformers) add a ``token_encoding`` config entry
+(``staticsem.tokens.TokenRules``) and keep their tokenizer; ``normalize`` is their default normalisation.
 fastText models add an ``ngrams`` tensor (buckets × D) and a ``subwords`` config entry (type, minn, maxn,
 buckets, lowercase). The table is stored as the matrix's dtype, except for int8 models: float16 (one
 scale per bucket would cost as much as the int8 savings, and unknown words are rare).
@@ -19,6 +21,7 @@ from staticsem.io.atomic import atomic_folder
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
 from staticsem.ngrams import NgramTable
 from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
+from staticsem.tokens import TokenRules
 from staticsem.version import __version__
 
 if TYPE_CHECKING:
@@ -67,7 +70,7 @@ def save(
         "vocab_size": len(model),
         "dim": model.dim,
         "dtype": dtype.value,
-        "normalize": True,
+        "normalize": model.normalize,
         "has_tokenizer": model.tokenizer is not None,
         "metadata": model.metadata,
     }
@@ -77,6 +80,8 @@ def save(
         config["subwords"] = model.ngrams.config()
     if model.splitter.name != "words":
         config["word_splitter"] = model.splitter.name
+    if model.tokens is not None:
+        config["token_encoding"] = model.tokens.config()
     with atomic_folder(path) as tmp:
         save_file(tensors, str(tmp / "model.safetensors"))
         (tmp / "vocab.json").write_text(json.dumps(model.vocab, ensure_ascii=False), encoding="utf-8")
@@ -115,4 +120,6 @@ def load(path: Path) -> StaticModel:
             ngrams=ngrams,
             metadata=metadata,
             splitter=str(config.get("word_splitter", "words")),
+            tokens=TokenRules.from_config(config["token_encoding"]) if "token_encoding" in config else None,
+            normalize=bool(config.get("normalize", True)),
         )

@@ -184,6 +184,12 @@ def write(model: StaticModel, path: Path, kind: str) -> Path:
     if bad is not None:
         raise InputError(f"word {bad!r} contains whitespace, which {kind} files cannot hold")
     warn_dropped_ngrams(model, kind)
+    if model.tokens is not None:
+        logger.warning(
+            "%s files hold words, not a tokenizer: this token-level model's tokens are written as words "
+            "and read back word by word (model2vec, sentence-transformers and staticsem files keep it)",
+            kind,
+        )
     matrix = dequantize(model.vectors, model.scales)
     with atomic_file(path) as tmp, gzip.open(tmp, "wb") if path.suffix == ".gz" else tmp.open("wb") as out:
         if kind != "glove":

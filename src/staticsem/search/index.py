@@ -186,7 +186,7 @@ class Index:
             self._remove([existing[i] for i in dict.fromkeys(given) if i in existing])
             last = {d.id: n for n, d in enumerate(docs) if d.id is not None}
             docs = [d for n, d in enumerate(docs) if d.id is None or last[d.id] == n]
-        vectors = self.model.encode([d.text for d in docs])
+        vectors = self.model.encode([d.text for d in docs], normalize=True)
         zero = ~np.any(vectors, axis=1)
         keys = np.arange(self.store.next_key(), self.store.next_key() + len(docs), dtype=np.int64)
         rows = [
@@ -276,7 +276,7 @@ class Index:
         if mode is SearchMode.BM25:
             return [_hit(row, score) for row, score in self.store.bm25(query, k, where)]
         depth = k if mode is SearchMode.DENSE else max(k, fusion.depth)
-        dense = self.dense(vectors, self.model.encode(query), depth, where, exact)
+        dense = self.dense(vectors, self.model.encode(query, normalize=True), depth, where, exact)
         if mode is SearchMode.DENSE:
             ranked = dense
             rows = self.store.rows([key for key, _ in ranked])
