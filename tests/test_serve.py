@@ -9,13 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
-pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
-
-from staticsem import StaticModel  # noqa: E402
-from staticsem.serve import Limits, ServeSettings, create_app  # noqa: E402
-from staticsem.serve.app import app_from_settings  # noqa: E402
+from staticsem import StaticModel
+from staticsem.serve import Limits, ServeSettings, create_app
+from staticsem.serve.app import app_from_settings
 
 SMALL = Limits(max_inputs=4, max_chars=40, max_body_bytes=2_000, max_k=5, max_matrix_cells=6)
 

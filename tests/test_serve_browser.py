@@ -10,13 +10,12 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import playwright.sync_api as playwright
 import pytest
 
-pytest.importorskip("fastapi")
-playwright = pytest.importorskip("playwright.sync_api")
-
-import staticsem  # noqa: E402
-from servers import Server, running  # noqa: E402
+import staticsem
+from servers import Server, running
+from staticsem.search import Index
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -96,8 +95,7 @@ def test_heat_map_and_neighbours(page, saved_model: Path) -> None:  # type: igno
 
 
 def test_search_shows_hits(page, saved_model: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    search = pytest.importorskip("staticsem.search")
-    index = search.Index.build(saved_model, DOCS, tmp_path / "index")
+    index = Index.build(saved_model, DOCS, tmp_path / "index")
     index.close()
     with running([str(saved_model), "--index", str(tmp_path / "index")]) as server:
         open_playground(page, server)

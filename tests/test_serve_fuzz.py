@@ -6,14 +6,12 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
 
-pytest.importorskip("fastapi")
-schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, settings  # noqa: E402
-
-from staticsem import StaticModel  # noqa: E402
-from staticsem.serve import Limits, create_app  # noqa: E402
+from staticsem import StaticModel
+from staticsem.search import Index
+from staticsem.serve import Limits, create_app
 
 KEY = "fuzz-key"
 
@@ -26,16 +24,9 @@ DOCS = [{"text": f"the {w} sat on the mat", "id": f"d{i}", "kind": w} for i, w i
 _FOLDER = tempfile.TemporaryDirectory(prefix="staticsem-fuzz-")  # removed when the session ends
 
 
-def _index():  # type: ignore[no-untyped-def]
-    """A tiny index when the search extra is there (else /search and /documents answer 404)."""
-    try:
-        from staticsem.search import Index
-    except ImportError:
-        return None
-    return Index.build(MODEL, DOCS, Path(_FOLDER.name) / "index")
-
-
-APP = create_app(MODEL, limits=LIMITS, api_key=KEY, index=_index())
+APP = create_app(
+    MODEL, limits=LIMITS, api_key=KEY, index=Index.build(MODEL, DOCS, Path(_FOLDER.name) / "index")
+)
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 

@@ -13,13 +13,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import openai
 import pytest
 
-pytest.importorskip("fastapi")
-openai = pytest.importorskip("openai")
-
-import staticsem  # noqa: E402
-from servers import CLI, running  # noqa: E402
+import staticsem
+from servers import CLI, running
 
 TEXTS = ["the cat sat on the mat", "Paris france", "a happy dog"]
 

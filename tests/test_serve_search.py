@@ -6,13 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
-pytest.importorskip("fastapi")
-search = pytest.importorskip("staticsem.search")
-from fastapi.testclient import TestClient  # noqa: E402
-
-import staticsem  # noqa: E402
-from staticsem.serve import Limits, create_app  # noqa: E402
+import staticsem
+from staticsem import search
+from staticsem.serve import Limits, create_app
 
 KEY = {"Authorization": "Bearer k"}
 DOCS = [
