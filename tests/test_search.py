@@ -392,3 +392,26 @@ def test_bm25_matches_words_not_stems(model: StaticModel, tmp_path: Path) -> Non
     assert len(index.search("guitar", 5, mode="bm25")) == 2
     assert len(index.search("generalizations", 5, mode="bm25")) == 1
     assert index.search('" OR cat* NEAR(', 5, mode="bm25") == []  # FTS5 syntax is never interpreted
+
+
+def test_a_write_never_builds_on_vectors_another_writer_replaced(index: Index) -> None:
+    """Writer B refreshes its vectors, then writer A commits: B must not save vectors without A's."""
+    import threading
+
+    other = Index.open(index.path)
+    refresh = other._refresh
+    writers: list[threading.Thread] = []
+
+    def refresh_then_let_a_write() -> None:
+        refresh()
+        writer = threading.Thread(target=index.add, args=([{"id": "from-a", "text": "cat"}],))
+        writer.start()
+        writer.join(timeout=1.0)  # A either waits for B's transaction or commits now
+        writers.append(writer)
+
+    other._refresh = refresh_then_let_a_write  # type: ignore[method-assign]
+    other.add([{"id": "from-b", "text": "king"}])
+    writers[0].join()
+    fresh = Index.open(index.path)
+    assert fresh.info()["vectors"] == len(fresh) - 2  # every non-empty document has its vector
+    assert {"from-a", "from-b"} <= set(ids(fresh.search("cat king", 20, mode="dense")))

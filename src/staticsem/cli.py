@@ -235,3 +235,7 @@ def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2 (usage errors too)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     app()
+
+
+if __name__ == "__main__":
+    main()

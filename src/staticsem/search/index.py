@@ -226,10 +226,14 @@ class Index:
         if self.read_only:
             raise InputError(f"{self.path} is open read-only")
         with self._lock:
-            self._refresh()
             writer = self.store.writer
             assert writer is not None
-            writer.execute("BEGIN IMMEDIATE")
+            writer.execute("BEGIN IMMEDIATE")  # no other process commits until we do: refresh after it
+            try:
+                self._refresh()
+            except BaseException:
+                writer.execute("ROLLBACK")
+                raise
             new = self.generation + 1
             try:
                 yield
