@@ -51,6 +51,12 @@ def ndcg10(rankings: list[list[str]], judged: list[dict[str, float]]) -> list[fl
     return [_ndcg(ranked[:10], relevant) for ranked, relevant in zip(rankings, judged, strict=True)]
 
 
+def fuse(*args: Any) -> list[tuple[str, float]]:
+    from staticsem.search.fusion import fuse as fuse_lists
+
+    return fuse_lists(*args)
+
+
 def index_lists(model: Path, doc_ids: list[str], docs: list[str], queries: list[str], work: Path):
     """Dense and BM25 top-100 lists ``[(id, score)]`` per query from a staticsem Index."""
     from staticsem.search import Index
@@ -63,8 +69,12 @@ def index_lists(model: Path, doc_ids: list[str], docs: list[str], queries: list[
     for mode in ("dense", "bm25"):
         lists[mode] = [[(h.id, h.score) for h in index.search(q, DEPTH, mode=mode)] for q in queries]
     check = index.search(queries[0], 10, mode="hybrid")  # the library's own fusion agrees with ours here
-    mine = fused(lists["dense"][0], lists["bm25"][0], "rrf", 1.0)[:10]
-    assert [h.id for h in check] == [doc for doc, _ in mine], "offline fusion differs from Index.search"
+    settings = index.fusion  # the index's default fusion, recomputed here from the two lists
+    mine = fuse(
+        [lists["dense"][0], lists["bm25"][0]], [settings.dense_weight, settings.bm25_weight], settings
+    )[:10]
+    same = np.allclose([h.score for h in check], [score for _, score in mine])  # ids may differ on ties
+    assert same, "offline fusion differs from Index.search"
     for common_df in COMMON_DF:  # BM25 leaving out words found in more than this share of documents
         index.store.common_df = common_df
         lists[f"bm25 common_df={common_df}"] = [

@@ -30,7 +30,7 @@ import numpy as np
 
 import _common as common
 
-COMMON_DF = (1.0, 0.1)
+COMMON_DF = (1.0, 0.5, 0.2)
 CORPUS_FILES = [f"corpus/enwiki2015-sentences-0{i}.txt.gz" for i in range(3)]
 
 

@@ -82,15 +82,18 @@ def test_dense_finds_synonyms_bm25_finds_words_hybrid_fuses(index: Index) -> Non
         float(index.model.encode("kitten") @ index.model.encode(dense[0].text)), abs=1e-3
     )  # vectors stored as float16
     assert ids(index.search("kitten", 3, mode="bm25")) == ["a2"]  # the only document holding the word
-    hybrid = index.search("kitten", 2, mode="hybrid")
-    assert ids(hybrid) == ["a2", "a1"]
-    rrf = 1 / 61 + 1 / 61 if ids(dense)[0] == "a2" else 1 / 62 + 1 / 61
-    assert hybrid[0].score == pytest.approx(rrf)
+    hybrid = index.search("kitten", 2, mode="hybrid")  # default: 0.25 x min-max dense + 0.75 x BM25
+    assert ids(hybrid) == ["a2", "a1"] and index.fusion == FusionSettings("convex", 0.25, 0.75)
+    assert hybrid[0].score == pytest.approx(1.0 if ids(dense)[0] == "a2" else 0.75)
+    every = [h.score for h in index.search("kitten", 100, mode="dense")]  # the dense candidate list
+    assert hybrid[1].score == pytest.approx(0.25 * (every[1] - every[-1]) / (every[0] - every[-1]))
+    rrf = index.search("kitten", 2, mode="hybrid", fusion=FusionSettings("rrf", 1.0, 1.0))
+    assert rrf[0].score == pytest.approx(1 / 61 + 1 / 61 if ids(dense)[0] == "a2" else 1 / 62 + 1 / 61)
 
 
 def test_fusion_rules_by_hand() -> None:
     dense, lexical = [(1, 0.9), (2, 0.5), (3, 0.1)], [(3, 12.0), (4, 2.0)]
-    rrf = dict(fuse([dense, lexical], [1.0, 2.0], FusionSettings(rrf_k=10)))
+    rrf = dict(fuse([dense, lexical], [1.0, 2.0], FusionSettings(method="rrf", rrf_k=10)))
     assert rrf[3] == pytest.approx(1 / 13 + 2 / 11) and rrf[4] == pytest.approx(2 / 12)
     assert rrf[1] == pytest.approx(1 / 11)
     convex = fuse([dense, lexical], [0.25, 0.75], FusionSettings(method="convex"))
