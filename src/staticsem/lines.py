@@ -56,7 +56,9 @@ def write_embeddings(embeddings: np.ndarray, output: Path) -> None:
     """Write rows to ``.npy`` or ``.jsonl`` (``{"index": i, "embedding": [...]}`` per line), atomically."""
     suffix = output.suffix.lower()
     if suffix not in (".npy", ".jsonl"):
-        raise InputError(f"{output}: output must end in .npy or .jsonl")
+        raise InputError(
+            f"{output}: output must end in .npy or .jsonl (or have no suffix: a folder of Parquet shards)"
+        )
     with atomic_file(output) as tmp, tmp.open("wb") as handle:
         if suffix == ".npy":
             np.save(handle, embeddings, allow_pickle=False)
