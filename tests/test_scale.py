@@ -25,6 +25,7 @@ from fakes import FakeTeacher, fake_replica, missing_teacher, passes, write_corp
 from staticsem.cli import app
 from staticsem.distillation.kd import KDSettings
 from staticsem.distillation.pipeline import Pipeline, SWESettings
+from staticsem.distillation.sampling import count_words
 from staticsem.distillation.x2static import X2StaticRun, X2StaticSettings
 from staticsem.errors import InputError
 from staticsem.scale import connect, require_ray
@@ -128,6 +129,16 @@ def test_swe_on_ray_equals_the_single_process_build(
     starts, sentences = passes(log)
     assert starts == 2 and sentences == pipeline.records["extract"]["teacher_passes"]  # all on the replicas
     assert not list(pipeline.work.folder.glob("*.shards"))  # shard files are gone once merged
+
+
+def test_word_counts_add_up_in_stream_order(cluster: None) -> None:
+    """Ties among the top words keep the stream's first-seen order, as ``count_words`` gives them."""
+    sentences = [f"w{i % 7} w{(i * 3) % 11} Common" for i in range(400)]
+    single, total = count_words(sentences, True, False)
+    scale = RayScale("auto", 1, count_shard=7, show_progress=False)
+    counts, scaled_total = scale.count_words(iter(sentences), True, False)
+    assert (counts, scaled_total) == (single, total)
+    assert counts.most_common() == single.most_common() and list(counts) == list(single)
 
 
 def test_x2static_on_ray_equals_the_single_process_build(
