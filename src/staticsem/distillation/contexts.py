@@ -119,21 +119,28 @@ def extract_contexts(
     progress = tqdm(
         total=total, desc="teacher passes", unit=" sent", disable=not show_progress, mininterval=2
     )
-    stream = iter(units)
-    chunks = passes = sentences = 0
-    while True:
-        chunk = take(stream, chunk_sentences)
-        if not chunk:
-            break
-        size = sum(len(group) for group in chunk)
-        if store.has(chunks):
-            progress.update(size)
-        else:
-            arrays = chunk_arrays(teacher, chunk, index, lowercase, batch_size, split, progress)
-            store.save(chunks, arrays)
-        chunks, passes, sentences = chunks + 1, passes + len(chunk), sentences + size
+    made = {"chunks": 0, "teacher_passes": 0, "sentences": 0}
+    for number, chunk, _ in pending_chunks(units, chunk_sentences, store, progress, made):
+        store.save(number, chunk_arrays(teacher, chunk, index, lowercase, batch_size, split, progress))
     progress.close()
-    return {"chunks": chunks, "teacher_passes": passes, "sentences": sentences}
+    return made
+
+
+def pending_chunks(
+    units: Iterable[list[str]], chunk_sentences: int, store: ChunkStore, progress: tqdm, made: dict[str, int]
+) -> Iterator[tuple[int, list[list[str]], int]]:
+    """(number, groups, sentences) of each chunk of ``units`` that ``store`` lacks; a finished chunk only
+    advances ``progress``. ``made`` counts the chunks, teacher passes and sentences of all chunks."""
+    stream = iter(units)
+    while chunk := take(stream, chunk_sentences):
+        number, size = made["chunks"], sum(len(group) for group in chunk)
+        made["chunks"] += 1
+        made["teacher_passes"] += len(chunk)
+        made["sentences"] += size
+        if store.has(number):
+            progress.update(size)
+            continue
+        yield number, chunk, size
 
 
 def take(stream: Iterator[list[str]], sentences: int) -> list[list[str]]:

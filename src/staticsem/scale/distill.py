@@ -26,7 +26,7 @@ import torch
 from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore
-from staticsem.distillation.contexts import chunk_arrays, take
+from staticsem.distillation.contexts import chunk_arrays, pending_chunks
 from staticsem.distillation.extract import (
     Extraction,
     extract_shard,
@@ -314,19 +314,11 @@ class RayScale:
             total=total, desc="teacher passes (Ray)", unit=" sent", disable=not show_progress, mininterval=2
         )
 
-        def shards() -> Iterator[Shard]:
-            stream = iter(units)
-            while chunk := take(stream, chunk_sentences):
-                number, size = made["chunks"], sum(len(group) for group in chunk)
-                made["chunks"] += 1
-                made["teacher_passes"] += len(chunk)
-                made["sentences"] += size
-                if store.has(number):
-                    progress.update(size)
-                    continue
-                yield number, size, (chunk, index, lowercase, batch_size, split)
-
-        self.dispatch(chunk_arrays, shards(), store.save, progress)
+        shards = (
+            (number, size, (chunk, index, lowercase, batch_size, split))
+            for number, chunk, size in pending_chunks(units, chunk_sentences, store, progress, made)
+        )
+        self.dispatch(chunk_arrays, shards, store.save, progress)
         progress.close()
         return made
 

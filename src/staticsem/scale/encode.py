@@ -20,7 +20,7 @@ import numpy as np
 
 from staticsem.errors import InputError
 from staticsem.io.atomic import atomic_file, atomic_folder
-from staticsem.lines import decode_lines
+from staticsem.lines import decode_lines, json_record
 from staticsem.scale.cluster import connect, require_ray
 
 FORMATS = (".txt", ".txt.gz", ".jsonl", ".jsonl.gz", ".parquet")
@@ -75,12 +75,7 @@ def read_file(
         if jsonl:
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise InputError(f"{key}: not a JSON line") from None
-            if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
-                raise InputError(f"{key}: no string field {text_field!r}")
+            record = json_record(line, text_field, key)
             if id_field and id_field not in record:
                 raise InputError(f"{key}: no field {id_field!r}")
             key, line = (str(record[id_field]) if id_field else key), record[text_field]
