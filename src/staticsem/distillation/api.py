@@ -132,6 +132,7 @@ def distill(
     if unknown:
         raise InputError(f"unknown {method.value} options: {', '.join(unknown)}")
     settings = settings_type(**common, **options)
+    settings.validate()  # before any cluster starts
     with contextlib.ExitStack() as stack:
         scale = None
         if ray is not None or ray_workers is not None:
