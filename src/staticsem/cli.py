@@ -74,22 +74,69 @@ def _neighbours_table(title: str, rows: list[tuple[str, float]]) -> Table:
     return table
 
 
-@_command(epilog="Example: `staticsem encode models/demo --input texts.txt --output vectors.npy`")
+@_command(
+    epilog="Examples: `staticsem encode models/demo --input texts.txt --output vectors.npy`;  "
+    "`staticsem encode models/demo --input 'corpus/*.jsonl' --output vectors/ --ray auto` "
+    "(Parquet shards of id, vector rows, encoded on a Ray cluster)"
+)
 def encode(
     model: ModelArg,
     input: Annotated[
-        str, typer.Option("--input", "-i", help="Text file, one text per line, or - for stdin.")
+        str,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Text file, one text per line, or - for stdin; for a folder output: a file or glob of "
+            ".txt, .jsonl (.gz) or .parquet files.",
+        ),
     ],
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="OUT.npy or OUT.jsonl (written atomically).")
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            help="OUT.npy or OUT.jsonl, or a folder (no suffix) of Parquet shards of (id, vector) rows; "
+            "written atomically.",
+        ),
     ],
     workers: Annotated[int, typer.Option(help="Processes for large inputs (0 = all cores).")] = 1,
     errors: Annotated[str, typer.Option(help="Non-UTF-8 bytes: strict (error) or replace.")] = "strict",
     dim: DimOpt = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="Folder output: encode with Ray Data on a cluster: auto, local, HOST:PORT or "
+            "ray://HOST:PORT (needs staticsem[ray]; every node must see the files, the model and the output)."
+        ),
+    ] = None,
+    ray_workers: Annotated[int | None, typer.Option(help="With --ray: encoders [one per CPU].")] = None,
+    text_field: Annotated[
+        str, typer.Option(help="Folder output: the text field of .jsonl/.parquet.")
+    ] = "text",
+    id_field: Annotated[
+        str | None, typer.Option(help="Folder output: the id field of .jsonl/.parquet [FILE:ROW].")
+    ] = None,
 ) -> None:
     """Encode each line of a file to an L2-normalised vector (empty lines give zero rows)."""
     from staticsem.lines import Errors, read_lines, write_embeddings
 
+    if ray is not None or not output.suffix:
+        if errors != "strict" or workers != 1:
+            raise StaticsemError("--errors and --workers are for .npy/.jsonl output; use --ray-workers")
+        from staticsem.scale.encode import encode_files
+
+        rows = encode_files(
+            model,
+            input,
+            output,
+            ray=ray,
+            workers=ray_workers,
+            text_field=text_field,
+            id_field=id_field,
+            dim=dim,
+        )
+        err.print(f"wrote {rows} embeddings to {output}/ (Parquet: id, vector)")
+        return
     try:
         mode = Errors(errors)
     except ValueError:

@@ -17,6 +17,7 @@ EPILOG = (
     "`staticsem distill --method ase --layer 2 --corpus wiki.txt.gz --out models/ase`;  "
     "`staticsem distill --method fasttext --corpus wiki.txt.gz --out models/ft` (gensim, no teacher);  "
     "`staticsem distill --method token --out models/m2v-style` (no corpus);  "
+    "`staticsem distill --corpus wiki.txt.gz --ray auto --out models/wiki` (teacher passes on Ray);  "
     "`staticsem distill --teacher /path/to/multilingual-e5-small --prompt query "
     "--corpus en=en.txt --corpus de=de.txt --objective both --parallel en-de.tsv "
     "--out models/en-de` (cross-lingual)."
@@ -121,6 +122,16 @@ def distill(
     trust_remote_code: Annotated[
         bool, typer.Option(help="Allow the teacher's own code from the hub.")
     ] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            help="swe/ase/x2static: count words and run the teacher passes on a Ray cluster: auto (the "
+            "running one, else a new one here), local, HOST:PORT or ray://HOST:PORT (needs staticsem[ray])."
+        ),
+    ] = None,
+    ray_workers: Annotated[
+        int | None, typer.Option(help="With --ray: teacher replicas [one per GPU, else one per CPU].")
+    ] = None,
 ) -> None:
     """Distil a static model from a Sentence Transformer; rerunning an interrupted command resumes it."""
     from staticsem.distillation import distill as run
@@ -190,6 +201,8 @@ def distill(
         seed=seed,
         dtype=parse_dtype(dtype).value,
         trust_remote_code=trust_remote_code,
+        ray=ray,
+        ray_workers=ray_workers,
         **options,
     )
     typer.echo(

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,11 +53,24 @@ def decode_lines(handle: Iterable[bytes], name: str, errors: Errors = Errors.STR
         yield text.replace("\0", " ")
 
 
+def json_record(line: str, text_field: str, where: str) -> dict[str, Any]:
+    """A JSON line's object, which must hold the string ``text_field``; errors name ``where`` (file:line)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        raise InputError(f"{where}: not a JSON line") from None
+    if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
+        raise InputError(f"{where}: no string field {text_field!r}")
+    return record
+
+
 def write_embeddings(embeddings: np.ndarray, output: Path) -> None:
     """Write rows to ``.npy`` or ``.jsonl`` (``{"index": i, "embedding": [...]}`` per line), atomically."""
     suffix = output.suffix.lower()
     if suffix not in (".npy", ".jsonl"):
-        raise InputError(f"{output}: output must end in .npy or .jsonl")
+        raise InputError(
+            f"{output}: output must end in .npy or .jsonl (or have no suffix: a folder of Parquet shards)"
+        )
     with atomic_file(output) as tmp, tmp.open("wb") as handle:
         if suffix == ".npy":
             np.save(handle, embeddings, allow_pickle=False)

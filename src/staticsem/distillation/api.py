@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import shutil
@@ -28,6 +29,7 @@ class Method(str, Enum):
     FASTTEXT = "fasttext"
 
 
+SCALED_METHODS = (Method.SWE, Method.ASE, Method.X2STATIC)  # what runs on a Ray cluster
 CORPUS_METHODS = (Method.SWE, Method.ASE, Method.X2STATIC, Method.WORD2VEC, Method.FASTTEXT)
 
 
@@ -46,6 +48,8 @@ def distill(
     work_dir: str | Path | None = None,
     trust_remote_code: bool = False,
     show_progress: bool = True,
+    ray: str | None = None,
+    ray_workers: int | None = None,
     **options: Any,
 ) -> StaticModel:
     """Distil a static model from ``teacher`` (``None``: the packaged all-MiniLM-L6-v2), or train a baseline.
@@ -63,6 +67,9 @@ def distill(
         ``keep_analysis`` (swe: also put ``analysis.safetensors`` in the model folder, not only in the
         work folder), ``X2StaticSettings`` (x2static: e.g. ``context``, ``epochs``), the keywords of
         ``distill_classic`` (word2vec, fasttext: e.g. ``sg``, ``epochs``), ``sif``/``batch_size`` (token).
+    :param ray: swe, ase, x2static: run word counting and the teacher passes on a Ray cluster (``auto``,
+        ``local``, ``HOST:PORT`` or ``ray://HOST:PORT``; needs ``staticsem[ray]``) with ``ray_workers``
+        teacher replicas [one per GPU, else one per CPU]; the model equals the single-process one.
     :raises InputError: for unknown methods or options, bad sizes, unreadable inputs.
     """
     try:
@@ -73,6 +80,8 @@ def distill(
         ) from None
     if dim < 1 or (vocab_size is not None and vocab_size < 1):
         raise InputError("dim and vocab_size must be positive")
+    if (ray is not None or ray_workers is not None) and method not in SCALED_METHODS:
+        raise InputError("ray and ray_workers are for the swe, ase and x2static methods")
     if method is Method.TOKEN:
         return _distill_token(
             teacher,
@@ -125,15 +134,24 @@ def distill(
     unknown = sorted(set(options) - {f.name for f in fields(settings_type)})
     if unknown:
         raise InputError(f"unknown {method.value} options: {', '.join(unknown)}")
-    run = runner(
-        settings_type(**common, **options),
-        Path(out),
-        trust_remote_code=trust_remote_code,
-        show_progress=show_progress,
-        work_dir=None if work_dir is None else Path(work_dir),
-        **extra,
-    )
-    model: StaticModel = run.run(dtype=dtype)
+    settings = settings_type(**common, **options)
+    settings.validate()  # before any cluster starts
+    with contextlib.ExitStack() as stack:
+        scale = None
+        if ray is not None or ray_workers is not None:
+            from staticsem.scale.distill import RayScale
+
+            scale = stack.enter_context(RayScale(ray or "auto", ray_workers, show_progress=show_progress))
+        run = runner(
+            settings,
+            Path(out),
+            trust_remote_code=trust_remote_code,
+            show_progress=show_progress,
+            work_dir=None if work_dir is None else Path(work_dir),
+            scale=scale,
+            **extra,
+        )
+        model: StaticModel = run.run(dtype=dtype)
     if not keep_work:
         shutil.rmtree(run.work.folder, ignore_errors=True)
     return model

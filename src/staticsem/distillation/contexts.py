@@ -65,15 +65,16 @@ def group_contexts(teacher: Teacher, batch: Sequence[list[str]]) -> np.ndarray:
     return (sums / tokens[:, None]).numpy()
 
 
-def _chunk_arrays(
+def chunk_arrays(
     teacher: Teacher,
     chunk: list[list[str]],
     index: dict[str, int],
     lowercase: bool,
     batch_size: int,
-    progress: tqdm,
     split: Split | None = None,
+    progress: tqdm | None = None,
 ) -> dict[str, np.ndarray]:
+    """Contexts (float16), vocabulary word ids and per-sentence id counts of one chunk of groups."""
     sentences = [s for group in chunk for s in group]
     contexts = np.zeros((len(sentences), teacher.hidden_size), np.float32)
     first_row = np.cumsum([0] + [len(group) for group in chunk])
@@ -83,7 +84,8 @@ def _chunk_arrays(
         found = group_contexts(teacher, [chunk[r] for r in rows])
         targets = np.concatenate([np.arange(first_row[r], first_row[r + 1]) for r in rows])
         contexts[targets] = found
-        progress.update(int(first_row[rows + 1].sum() - first_row[rows].sum()))
+        if progress is not None:
+            progress.update(int(first_row[rows + 1].sum() - first_row[rows].sum()))
     ids = [[index[w] for w in sentence_words(s, lowercase, split) if w in index] for s in sentences]
     # a sentence cut off by the teacher's length limit has no tokens: no context, so no targets
     empty: np.ndarray = ~np.any(contexts, axis=1)
@@ -117,24 +119,31 @@ def extract_contexts(
     progress = tqdm(
         total=total, desc="teacher passes", unit=" sent", disable=not show_progress, mininterval=2
     )
-    stream = iter(units)
-    chunks = passes = sentences = 0
-    while True:
-        chunk = _take(stream, chunk_sentences)
-        if not chunk:
-            break
-        size = sum(len(group) for group in chunk)
-        if store.has(chunks):
-            progress.update(size)
-        else:
-            arrays = _chunk_arrays(teacher, chunk, index, lowercase, batch_size, progress, split)
-            store.save(chunks, arrays)
-        chunks, passes, sentences = chunks + 1, passes + len(chunk), sentences + size
+    made = {"chunks": 0, "teacher_passes": 0, "sentences": 0}
+    for number, chunk, _ in pending_chunks(units, chunk_sentences, store, progress, made):
+        store.save(number, chunk_arrays(teacher, chunk, index, lowercase, batch_size, split, progress))
     progress.close()
-    return {"chunks": chunks, "teacher_passes": passes, "sentences": sentences}
+    return made
 
 
-def _take(stream: Iterator[list[str]], sentences: int) -> list[list[str]]:
+def pending_chunks(
+    units: Iterable[list[str]], chunk_sentences: int, store: ChunkStore, progress: tqdm, made: dict[str, int]
+) -> Iterator[tuple[int, list[list[str]], int]]:
+    """(number, groups, sentences) of each chunk of ``units`` that ``store`` lacks; a finished chunk only
+    advances ``progress``. ``made`` counts the chunks, teacher passes and sentences of all chunks."""
+    stream = iter(units)
+    while chunk := take(stream, chunk_sentences):
+        number, size = made["chunks"], sum(len(group) for group in chunk)
+        made["chunks"] += 1
+        made["teacher_passes"] += len(chunk)
+        made["sentences"] += size
+        if store.has(number):
+            progress.update(size)
+            continue
+        yield number, chunk, size
+
+
+def take(stream: Iterator[list[str]], sentences: int) -> list[list[str]]:
     """Groups from ``stream`` until they hold ``sentences`` sentences (or the stream ends)."""
     taken: list[list[str]] = []
     count = 0

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
-import json
 import logging
 import re
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import IO, cast
 
 from staticsem.errors import InputError
+from staticsem.lines import json_record
 from staticsem.text import word_count
 
 logger = logging.getLogger(__name__)
@@ -146,13 +146,7 @@ def iter_texts(source: str, text_field: str = "text") -> Iterator[str]:
                 ) from None
             continue
         if is_jsonl:
-            try:
-                record = json.loads(text)
-            except ValueError:
-                raise InputError(f"{name}:{number}: not a JSON line") from None
-            if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
-                raise InputError(f"{name}:{number}: no string field {text_field!r}")
-            text = record[text_field]
+            text = json_record(text, text_field, f"{name}:{number}")[text_field]
         yield text
     if bad:
         logger.warning("%s: skipped %d lines that are not UTF-8 (the first: line %d)", source, bad, first_bad)

@@ -85,7 +85,9 @@ def _occurrences(
     return np.asarray(positions, np.int64), np.asarray(occurrence_of, np.int64), np.asarray(words, np.int64)
 
 
-def _save(path: Path, sums: torch.Tensor, counts: torch.Tensor, embeddings: np.ndarray, done: int) -> None:
+def save_partial(
+    path: Path, sums: torch.Tensor, counts: torch.Tensor, embeddings: np.ndarray, done: int
+) -> None:
     with atomic_file(path) as tmp:
         save_file(
             {
@@ -96,6 +98,70 @@ def _save(path: Path, sums: torch.Tensor, counts: torch.Tensor, embeddings: np.n
             },
             str(tmp),
         )
+
+
+def zero_sums(words: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Empty per-word state sums (words × width) and occurrence counts."""
+    return torch.zeros(words, width), torch.zeros(words, dtype=torch.int64)
+
+
+def resume(checkpoint: Path, batches: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, int]:
+    """Sums, counts, embeddings and finished batches saved in a stage-1 checkpoint."""
+    saved = load_file(str(checkpoint))
+    done = int(saved["done"][0])
+    logger.info("resuming stage 1 after batch %d of %d", done, batches)
+    return torch.from_numpy(saved["sums"]), torch.from_numpy(saved["counts"]), saved["embeddings"], done
+
+
+def accumulate(
+    teacher: Teacher,
+    texts: Sequence[str],
+    index: dict[str, int],
+    sums: torch.Tensor,
+    counts: torch.Tensor,
+    lowercase: bool,
+    layer: int | None = None,
+    splitter: WordSplitter | None = None,
+) -> np.ndarray:
+    """One teacher pass over ``texts``: add their words' states to ``sums``/``counts``; return the
+    teacher's sentence embeddings of ``texts``."""
+    out = teacher.forward(list(texts), layer)
+    positions, occurrence_of, words = _occurrences(
+        texts, out.offsets.numpy(), out.own.numpy(), index, lowercase, splitter or WordSplitter()
+    )
+    if len(words):
+        flat = out.states.reshape(-1, out.states.shape[-1])[torch.from_numpy(positions)]
+        occurrence = torch.zeros(len(words), flat.shape[1]).index_add_(
+            0, torch.from_numpy(occurrence_of), flat
+        )
+        pieces = torch.bincount(torch.from_numpy(occurrence_of), minlength=len(words)).clamp(min=1)
+        word_ids = torch.from_numpy(words)
+        sums.index_add_(0, word_ids, occurrence / pieces[:, None])
+        counts += torch.bincount(word_ids, minlength=len(counts))
+    return out.sentence.numpy()
+
+
+def extract_shard(
+    teacher: Teacher,
+    batches: Sequence[Sequence[str]],
+    index: dict[str, int],
+    lowercase: bool,
+    layer: int | None = None,
+    splitter: WordSplitter | None = None,
+) -> dict[str, np.ndarray]:
+    """Stage 1 over a shard of batches: the words it saw (``ids``), their ``sums`` and ``counts``,
+    and the sentence ``embeddings`` in batch order (what a scale-out worker returns)."""
+    sums, counts = zero_sums(len(index), teacher.hidden_size)
+    embeddings = [
+        accumulate(teacher, texts, index, sums, counts, lowercase, layer, splitter) for texts in batches
+    ]
+    ids = torch.nonzero(counts).flatten()
+    return {
+        "ids": ids.numpy(),
+        "sums": sums[ids].numpy(),
+        "counts": counts[ids].numpy(),
+        "embeddings": np.concatenate(embeddings).astype(np.float32),
+    }
 
 
 def extract(
@@ -119,15 +185,11 @@ def extract(
     splitter = splitter or WordSplitter()
     index = {w: i for i, w in enumerate(vocab)}
     batches = length_batches(sentences, batch_size)
-    sums = torch.zeros(len(vocab), teacher.hidden_size)
-    counts = torch.zeros(len(vocab), dtype=torch.int64)
+    sums, counts = zero_sums(len(vocab), teacher.hidden_size)
     embeddings = np.zeros((len(sentences), 0), np.float32)
     done = 0
     if checkpoint is not None and checkpoint.is_file():
-        saved = load_file(str(checkpoint))
-        sums, counts = torch.from_numpy(saved["sums"]), torch.from_numpy(saved["counts"])
-        embeddings, done = saved["embeddings"], int(saved["done"][0])
-        logger.info("resuming stage 1 after batch %d of %d", done, len(batches))
+        sums, counts, embeddings, done = resume(checkpoint, len(batches))
     last_save = time.monotonic()
     progress = tqdm(
         total=len(sentences),
@@ -139,28 +201,17 @@ def extract(
     )
     for number in range(done, len(batches)):
         chosen = batches[number]
-        texts = [sentences[i] for i in chosen]
-        out = teacher.forward(texts, layer)
-        if embeddings.shape[1] == 0:
-            embeddings = np.zeros((len(sentences), out.sentence.shape[1]), np.float32)
-        embeddings[chosen] = out.sentence.numpy()
-        positions, occurrence_of, words = _occurrences(
-            texts, out.offsets.numpy(), out.own.numpy(), index, lowercase, splitter
+        found = accumulate(
+            teacher, [sentences[i] for i in chosen], index, sums, counts, lowercase, layer, splitter
         )
-        if len(words):
-            flat = out.states.reshape(-1, out.states.shape[-1])[torch.from_numpy(positions)]
-            occurrence = torch.zeros(len(words), flat.shape[1]).index_add_(
-                0, torch.from_numpy(occurrence_of), flat
-            )
-            pieces = torch.bincount(torch.from_numpy(occurrence_of), minlength=len(words)).clamp(min=1)
-            word_ids = torch.from_numpy(words)
-            sums.index_add_(0, word_ids, occurrence / pieces[:, None])
-            counts += torch.bincount(word_ids, minlength=len(vocab))
+        if embeddings.shape[1] == 0:
+            embeddings = np.zeros((len(sentences), found.shape[1]), np.float32)
+        embeddings[chosen] = found
         progress.update(len(chosen))
         if checkpoint is not None and time.monotonic() - last_save > save_every:
-            _save(checkpoint, sums, counts, embeddings, number + 1)
+            save_partial(checkpoint, sums, counts, embeddings, number + 1)
             last_save = time.monotonic()
     progress.close()
     if checkpoint is not None:
-        _save(checkpoint, sums, counts, embeddings, len(batches))
+        save_partial(checkpoint, sums, counts, embeddings, len(batches))
     return Extraction(sums.numpy(), counts.numpy(), embeddings, passes=len(sentences))

@@ -197,7 +197,7 @@ class Pipeline(StepRun):
         vocab, chosen = self.records["vocab"], self.records["select"]
         self.teacher.check_layer(self.settings.layer)
         partial = self.work.folder / f"stage1-{self.keys['extract']}.partial.safetensors"
-        result = extract(
+        result = (self.scale.extract if self.scale else extract)(
             self.teacher,
             chosen["sentences"],
             vocab["words"],

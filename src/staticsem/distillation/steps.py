@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from staticsem.distillation.checkpoint import Work, timed, work_folder
 from staticsem.distillation.corpus import CorpusOptions, fingerprint_sources, iter_sentences
+from staticsem.distillation.sampling import count_words
 from staticsem.distillation.teacher import DEFAULT_TEACHER, Teacher
 from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
 from staticsem.errors import InputError
@@ -57,12 +58,20 @@ class StepRun:
         teacher: Teacher | None = None,
         save_every: float = 180.0,
         work_dir: Path | None = None,
+        scale: Any | None = None,
     ) -> None:
         settings.validate()
         self.settings, self.out, self.progress = settings, out, show_progress
         self.trust_remote_code, self.save_every = trust_remote_code, save_every
         self.work = Work(work_dir or work_folder(out))
         self._teacher = teacher
+        self.scale = scale  # a staticsem.scale.distill.RayScale: counting and teacher passes on a cluster
+        if scale is not None:
+            from staticsem.scale.distill import TeacherSpec
+
+            scale.default_teacher(
+                TeacherSpec(settings.teacher, trust_remote_code, getattr(settings, "prompt", None))
+            )
         self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
         self.corpus_prints = fingerprint_sources(settings.corpus)
         language = getattr(settings, "language", None)  # a per-language run of an untagged corpus
@@ -118,6 +127,7 @@ class StepRun:
             s.vocabulary,
             self.progress,
             self.splitter.words,
+            count=self.scale.count_words if self.scale else count_words,
         )
 
     def run_steps(self, steps: Sequence[str], keys: Mapping[str, str]) -> None:

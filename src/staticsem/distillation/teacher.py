@@ -164,6 +164,8 @@ class Teacher:
         )
         offsets = trim_offsets(prompted, batch.pop("offset_mapping")) - len(self.prompt)
         special = batch.pop("special_tokens_mask").bool() | (offsets[..., 0] < 0)  # prompt tokens
+        own = batch["attention_mask"].bool() & ~special
+        batch = batch.to(self.model.device)
         output = self.transformer(**batch, output_hidden_states=layer is not None)
         last = output.last_hidden_state
         states = last if layer is None else output.hidden_states[layer]
@@ -171,8 +173,7 @@ class Teacher:
         for module in list(self.model)[1:]:  # the teacher's own pooling (and normalisation) modules
             features = module(features)
         sentence = torch.nn.functional.normalize(features["sentence_embedding"].float(), dim=-1)
-        own = batch["attention_mask"].bool() & ~special
-        return TeacherBatch(states.float(), own, offsets, sentence)
+        return TeacherBatch(states.float().cpu(), own, offsets, sentence.cpu())
 
     def embed_alone(self, words: Sequence[str]) -> np.ndarray:
         """Each word fed alone through the teacher: mean of its subword tokens' last-layer states."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,11 @@ def vocabulary_step(
     listed: str | None,
     show_progress: bool = True,
     split: Split | None = None,
+    count: Callable[..., tuple[Counter[str], int]] = count_words,
 ) -> dict[str, Any]:
-    """Count the corpus once; keep the top ``size`` words (or the listed ones) with their counts."""
-    counts, total = count_words(sentences, lowercase, show_progress, split)
+    """Count the corpus once (with ``count``: ``count_words`` or a cluster's map-reduce); keep the top
+    ``size`` words (or the listed ones) with their counts."""
+    counts, total = count(sentences, lowercase, show_progress, split)
     words = None if listed is None else read_word_list(Path(listed))
     if words is not None and lowercase:
         words = list(dict.fromkeys(w.lower() for w in words))

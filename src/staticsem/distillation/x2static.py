@@ -290,7 +290,7 @@ class X2StaticRun(StepRun):
     def _contexts(self) -> dict[str, Any]:
         s, vocab = self.settings, self.records["vocab"]
         units = groups(self.sentences(), s.context, s.paragraph_words)
-        return extract_contexts(
+        return (self.scale.extract_contexts if self.scale else extract_contexts)(
             self.teacher,
             units,
             vocab["words"],
