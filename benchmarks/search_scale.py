@@ -165,6 +165,12 @@ def phase(args: Any) -> dict[str, Any]:
             "recall@10": recall(found, truth),
             "vector search": latencies(lambda q: index.vectors.search(q, 10), query_vectors),
         }
+        for ef in (128, 256):  # usearch's expansion_search: the recall / latency trade
+            index.vectors.index.expansion_search = ef
+            found = [np.array([key - 1 for key, _ in index.vectors.search(q, 10)]) for q in query_vectors]
+            out[f"recall@10 ef={ef}"] = recall(found, truth)
+            out[f"vector search ef={ef}"] = latencies(lambda q: index.vectors.search(q, 10), query_vectors)
+        index.vectors.index.expansion_search = index.hnsw.expansion_search
         out["Index.search dense"] = latencies(lambda q: index.search(q, 10, mode="dense"), queries)
         for common_df in COMMON_DF:  # exact BM25 scores every document holding any query word: slow
             index.store.common_df = common_df
