@@ -21,13 +21,13 @@ from typing import Any
 import numpy as np
 
 from staticsem.errors import InputError, ModelFormatError, parse_choice
-from staticsem.io.atomic import atomic_file, atomic_folder
+from staticsem.io.atomic import atomic_folder
 from staticsem.model import StaticModel
 from staticsem.search.common import Hit, SearchMode, batches, model_sha256, progress, resolve_model
 from staticsem.search.documents import Document
 from staticsem.search.fusion import FusionSettings, fuse
 from staticsem.search.store import DocStore, Row
-from staticsem.search.vectors import DTYPES, HnswSettings, VectorIndex, vector_file
+from staticsem.search.vectors import HnswSettings, VectorIndex, vector_file
 
 CONFIG, DATABASE = "config.json", "docs.sqlite"
 BM25_COMMON_DF = 1.0  # BM25 leaves out words in more than this share of documents (1.0: exact BM25)
@@ -43,7 +43,7 @@ class Index:
         self.dtype: str = vectors["dtype"]
         self.hnsw = HnswSettings(**{k: v for k, v in vectors.items() if k != "dtype"})
         self.fusion = FusionSettings(**config["fusion"])
-        self.bm25_common_df = float(config.get("bm25", {}).get("common_df", 1.0))
+        self.bm25_common_df = float(config.get("bm25", {}).get("common_df", BM25_COMMON_DF))
         self.store = DocStore(path / DATABASE, read_only=read_only, common_df=self.bm25_common_df)
         self._lock = threading.RLock()
         self.generation = self.store.generation()
@@ -69,8 +69,7 @@ class Index:
     ) -> Index:
         """Index ``documents`` into a new folder ``path`` (an existing index there is replaced on success)."""
         static, model_path = resolve_model(model)
-        if dtype not in DTYPES:
-            raise InputError(f"unknown vector dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+        hnsw = hnsw or HnswSettings()
         if not 0 < bm25_common_df <= 1:
             raise InputError(f"bm25_common_df must be in (0, 1], got {bm25_common_df}")
         config = {
@@ -83,7 +82,7 @@ class Index:
                 "dim": static.dim,
                 "words": len(static),
             },
-            "vectors": {"dtype": dtype, **asdict(hnsw or HnswSettings())},
+            "vectors": {"dtype": dtype, **asdict(hnsw)},
             "fusion": (fusion or FusionSettings()).to_dict(),
             "bm25": {"common_df": bm25_common_df},
         }
@@ -91,7 +90,7 @@ class Index:
         with atomic_folder(path, markers=(CONFIG, DATABASE), what="index") as tmp:
             (tmp / CONFIG).write_text(json.dumps(config, indent=2), encoding="utf-8")
             DocStore(tmp / DATABASE, create=True).close()
-            VectorIndex(static.dim, dtype, hnsw or HnswSettings()).save(vector_file(tmp, 0))
+            VectorIndex(static.dim, dtype, hnsw).save(vector_file(tmp, 0))  # checks dtype
             index = cls(tmp, static, config, read_only=False)
             try:
                 index.add(documents, upsert=upsert, batch_size=batch_size, show_progress=show_progress)
@@ -118,10 +117,11 @@ class Index:
                 )
             model = recorded["path"]
         static, _ = resolve_model(model)
-        if model_sha256(static) != recorded["sha256"]:
+        sha256 = model_sha256(static)
+        if sha256 != recorded["sha256"]:
             raise InputError(
                 f"{path} was built with another model ({recorded.get('path')}, sha256 "
-                f"{recorded['sha256'][:12]}…); this one has sha256 {model_sha256(static)[:12]}… — "
+                f"{recorded['sha256'][:12]}…); this one has sha256 {sha256[:12]}… — "
                 "query with the same model or rebuild the index"
             )
         return cls(path, static, config, read_only=read_only)
@@ -146,7 +146,7 @@ class Index:
         self.close()
 
     def __len__(self) -> int:
-        return self.store.counts()[0]
+        return self.store.documents()
 
     # ------------------------------------------------------------------ changing
     def add(
@@ -188,7 +188,8 @@ class Index:
             docs = [d for n, d in enumerate(docs) if d.id is None or last[d.id] == n]
         vectors = self.model.encode([d.text for d in docs], normalize=True)
         zero = ~np.any(vectors, axis=1)
-        keys = np.arange(self.store.next_key(), self.store.next_key() + len(docs), dtype=np.int64)
+        first = self.store.next_key()
+        keys = np.arange(first, first + len(docs), dtype=np.int64)
         rows = [
             (int(k), d.id or str(k), d.text, d.metadata, bool(z))
             for k, d, z in zip(keys, docs, zero, strict=True)
@@ -334,13 +335,6 @@ class Index:
             "created": self.config.get("created"),
             "bytes_on_disk": sum(p.stat().st_size for p in files),
         }
-
-    def set_fusion(self, fusion: FusionSettings) -> None:
-        """Make ``fusion`` the index's default for hybrid search (written to ``config.json``)."""
-        self.config["fusion"] = fusion.to_dict()
-        with atomic_file(self.path / CONFIG) as tmp:
-            tmp.write_text(json.dumps(self.config, indent=2), encoding="utf-8")
-        self.fusion = fusion
 
 
 def _hit(row: Row, score: float) -> Hit:

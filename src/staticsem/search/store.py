@@ -12,7 +12,7 @@ import json
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,13 @@ def where_clause(where: dict[str, str] | None) -> tuple[str, list[Any]]:
         parts.append("CAST(json_extract(d.metadata, ?) AS TEXT) = ?")
         params += [f'$."{name}"', str(value)]
     return " AND " + " AND ".join(parts), params
+
+
+def _select_in(conn: sqlite3.Connection, sql: str, values: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+    """Rows of ``sql`` (with ``IN ({marks})``) for all ``values``, in chunks under SQLite's variable limit."""
+    for start in range(0, len(values), 900):
+        chunk = values[start : start + 900]
+        yield from conn.execute(sql.format(marks=",".join("?" * len(chunk))), chunk)
 
 
 class DocStore:
@@ -131,15 +138,8 @@ class DocStore:
 
     def rows(self, keys: Sequence[int]) -> dict[int, Row]:
         """Rows by key (keys that no longer exist are absent)."""
-        out: dict[int, Row] = {}
-        for start in range(0, len(keys), 900):
-            chunk = [int(k) for k in keys[start : start + 900]]
-            marks = ",".join("?" * len(chunk))
-            for row in self.reader.execute(
-                f"SELECT key, id, text, metadata FROM docs WHERE key IN ({marks})", chunk
-            ):
-                out[row[0]] = row
-        return out
+        sql = "SELECT key, id, text, metadata FROM docs WHERE key IN ({marks})"
+        return {row[0]: row for row in _select_in(self.reader, sql, [int(k) for k in keys])}
 
     def keys_where(self, where: dict[str, str]) -> list[int]:
         """Keys of the non-zero documents whose metadata match ``where``."""
@@ -190,17 +190,11 @@ class DocStore:
 
     def keys_of(self, ids: Iterable[str]) -> dict[str, tuple[int, int]]:
         """``{id: (key, zero)}`` of the given ids that exist (writer's view, inside its transaction)."""
-        conn = self.writer or self.reader
-        out: dict[str, tuple[int, int]] = {}
-        ids = list(ids)
-        for start in range(0, len(ids), 900):
-            chunk = ids[start : start + 900]
-            marks = ",".join("?" * len(chunk))
-            for doc_id, key, zero in conn.execute(
-                f"SELECT id, key, zero FROM docs WHERE id IN ({marks})", chunk
-            ):
-                out[doc_id] = (key, zero)
-        return out
+        sql = "SELECT id, key, zero FROM docs WHERE id IN ({marks})"
+        return {
+            doc_id: (key, zero)
+            for doc_id, key, zero in _select_in(self.writer or self.reader, sql, list(ids))
+        }
 
     # ------------------------------------------------------------------ writing (inside begin/commit)
     def next_key(self) -> int:
