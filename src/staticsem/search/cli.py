@@ -9,13 +9,16 @@ import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from staticsem.errors import InputError
+
+if TYPE_CHECKING:
+    from staticsem.search.documents import Document
 
 _out = Console()
 _err = Console(stderr=True)
@@ -41,7 +44,7 @@ SEARCH_EPILOG = 'Example: `staticsem search my-index "how do vaccines work" -k 5
 
 def _documents(
     sources: list[str], fmt: str | None, text_column: str, id_column: str | None, errors: str
-) -> Iterator:  # type: ignore[type-arg]
+) -> Iterator[Document]:
     from staticsem.errors import parse_choice
     from staticsem.lines import Errors
     from staticsem.search.documents import read_documents
