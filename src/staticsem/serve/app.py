@@ -1,4 +1,8 @@
-"""The FastAPI app: request models in, ``Service`` calls (in the thread pool), response models out."""
+"""The FastAPI app: request models in, ``Service`` calls off the event loop, response models out.
+
+Calls that only use the model (embeddings, similarity, words) run on the app's one model thread
+(``ModelWorker``); those that touch the index (SQLite, files) run in the thread pool.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from staticsem.serve import schemas
 from staticsem.serve.guard import ApiError, BodyGuard, install_error_handlers
 from staticsem.serve.service import Encoder, Service
 from staticsem.serve.settings import SETTINGS_ENV, Limits, ServeSettings
+from staticsem.serve.worker import ModelWorker
 from staticsem.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -46,6 +51,13 @@ async def service(request: Request) -> Service:
 ServiceDep = Annotated[Service, Depends(service)]
 
 
+async def worker(request: Request) -> ModelWorker:
+    return request.app.state.worker  # type: ignore[no-any-return]
+
+
+WorkerDep = Annotated[ModelWorker, Depends(worker)]
+
+
 async def require_key(
     svc: ServiceDep, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 ) -> None:
@@ -66,31 +78,36 @@ def _json(payload: dict[str, Any]) -> Response:
 @router.post(
     "/v1/embeddings", response_model=schemas.EmbeddingResponse, responses=COMMON, tags=["embeddings"]
 )
-def embeddings(request: schemas.EmbeddingRequest, svc: ServiceDep) -> Response:
+async def embeddings(request: schemas.EmbeddingRequest, svc: ServiceDep, work: WorkerDep) -> Response:
     """Embed one text or a list (the OpenAI embeddings API)."""
-    return _json(svc.embeddings(request))
+    return _json(await work.run(svc.embeddings, request))
 
 
 @router.post("/similarity", response_model=schemas.SimilarityResponse, responses=COMMON, tags=["embeddings"])
-def similarity(request: schemas.PairsRequest | schemas.MatrixRequest, svc: ServiceDep) -> Response:
+async def similarity(
+    request: schemas.PairsRequest | schemas.MatrixRequest, svc: ServiceDep, work: WorkerDep
+) -> Response:
     """Cosine similarity of text pairs, or the matrix of texts × others."""
-    return _json(svc.similarity(request))
+    return _json(await work.run(svc.similarity, request))
 
 
 @router.get("/neighbors", responses=COMMON, tags=["words"])
-def neighbors(
+async def neighbors(
     svc: ServiceDep,
+    work: WorkerDep,
     word: Annotated[str, Query(min_length=1, json_schema_extra={"x-limit": "max_chars"})],
     k: Annotated[int, Query(ge=1, json_schema_extra={"x-limit": "max_k"})] = 10,
 ) -> schemas.NeighborsResponse:
     """The k vocabulary words closest to a word."""
-    return svc.neighbors(word, k)
+    return await work.run(svc.neighbors, word, k)
 
 
 @router.post("/analogy", responses=COMMON, tags=["words"])
-def analogy(request: schemas.AnalogyRequest, svc: ServiceDep) -> schemas.AnalogyResponse:
+async def analogy(
+    request: schemas.AnalogyRequest, svc: ServiceDep, work: WorkerDep
+) -> schemas.AnalogyResponse:
     """a : b :: c : ? by 3CosAdd."""
-    return svc.analogy(request)
+    return await work.run(svc.analogy, request)
 
 
 @router.post("/search", responses=COMMON, tags=["index"])
@@ -147,7 +164,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.worker.start()
         yield
+        app.state.worker.stop()  # after uvicorn let the in-flight requests finish
         if close_index and index is not None:
             index.close()
 
@@ -158,6 +177,7 @@ def create_app(
         description="Static sentence embeddings: OpenAI-compatible embeddings, similarity, words, search.",
     )
     app.state.service = Service(model, name, limits, index=index, api_key=api_key)
+    app.state.worker = ModelWorker()
     bounds = {**asdict(limits), "dim": model.dim}
     generate = app.openapi
     app.openapi = lambda: _with_limits(generate(), bounds)  # type: ignore[method-assign]

@@ -1,6 +1,6 @@
 """What the endpoints do, without HTTP: limits checked, then the same model and index calls the CLI makes.
 
-Methods are synchronous (the routes run them in the thread pool, off the event loop) and raise
+Methods are synchronous (the routes run them off the event loop: ``app.py`` says where) and raise
 ``ApiError`` for requests they refuse.
 """
 

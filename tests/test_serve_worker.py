@@ -1,0 +1,151 @@
+"""The model thread of the server: answers, errors, grouping, cancellation, and a free event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from staticsem.model import StaticModel
+from staticsem.serve import create_app
+from staticsem.serve.worker import ModelWorker
+
+
+def run(coroutine_fn: Callable[[ModelWorker], Any]) -> Any:
+    worker = ModelWorker()
+    try:
+        return asyncio.run(coroutine_fn(worker))
+    finally:
+        worker.stop(timeout=5)
+
+
+def test_results_come_back_and_errors_are_raised_in_the_caller() -> None:
+    def fails() -> None:
+        raise ValueError("no")
+
+    async def main(worker: ModelWorker) -> None:
+        assert await worker.run(pow, 2, 10) == 1024
+        with pytest.raises(ValueError, match="no"):
+            await worker.run(fails)
+        assert await worker.run(len, "still serving") == 13
+
+    run(main)
+
+
+def test_work_runs_on_one_thread_that_is_not_the_loops() -> None:
+    async def main(worker: ModelWorker) -> set[int]:
+        loop_thread = threading.get_ident()
+        seen = set(await asyncio.gather(*(worker.run(threading.get_ident) for _ in range(50))))
+        assert loop_thread not in seen
+        return seen
+
+    assert len(run(main)) == 1
+
+
+def test_requests_waiting_together_are_handed_back_in_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    gate = threading.Event()
+
+    async def main(worker: ModelWorker) -> list[int]:
+        loop = asyncio.get_running_loop()
+        calls = 0
+        real = loop.call_soon_threadsafe
+
+        def counted(*args: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return real(*args)
+
+        monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
+        first = asyncio.ensure_future(worker.run(gate.wait, 10))
+        await asyncio.sleep(0.05)  # the worker is now blocked in the first job
+        rest = [asyncio.ensure_future(worker.run(int, i)) for i in range(30)]
+        await asyncio.sleep(0.05)  # all 30 are queued behind it
+        gate.set()
+        assert await first
+        answers = list(await asyncio.gather(*rest))
+        assert calls == 2, f"{calls} wake-ups of the loop for 2 rounds of work"
+        return answers
+
+    assert run(main) == list(range(30))
+
+
+def test_a_cancelled_request_is_skipped_and_stop_finishes_the_queue() -> None:
+    gate, ran = threading.Event(), []
+
+    async def main(worker: ModelWorker) -> None:
+        first = asyncio.ensure_future(worker.run(gate.wait, 10))
+        await asyncio.sleep(0.05)
+        gone = asyncio.ensure_future(worker.run(ran.append, "cancelled"))
+        kept = asyncio.ensure_future(worker.run(ran.append, "kept"))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        gate.set()
+        await asyncio.gather(first, kept)
+
+    run(main)
+    assert ran == ["kept"]
+
+    worker, gate2 = ModelWorker(), threading.Event()
+
+    async def queue_then_stop() -> list[Any]:
+        jobs = [asyncio.ensure_future(worker.run(gate2.wait, 10))]
+        await asyncio.sleep(0.05)
+        jobs += [asyncio.ensure_future(worker.run(ran.append, i)) for i in range(5)]
+        await asyncio.sleep(0.01)
+        stopping = asyncio.get_running_loop().run_in_executor(None, worker.stop, 5)
+        gate2.set()
+        await stopping
+        return list(await asyncio.gather(*jobs))
+
+    assert asyncio.run(queue_then_stop()) == [True, None, None, None, None, None]
+    assert ran == ["kept", 0, 1, 2, 3, 4]
+    assert not worker.running
+
+
+class SlowModel:
+    """A model whose encode takes a while (as a long request's does)."""
+
+    dim = 4
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        time.sleep(0.5)
+        return np.tile(np.float32(0.5), (len(texts), 4))
+
+
+def test_the_event_loop_answers_while_a_slow_encode_runs() -> None:
+    async def main() -> tuple[float, float]:
+        app = create_app(SlowModel())
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            started = time.perf_counter()
+            slow = asyncio.ensure_future(client.post("/v1/embeddings", json={"input": "a long text"}))
+            await asyncio.sleep(0.05)
+            health = await client.get("/health")
+            health_done = time.perf_counter() - started
+            assert health.status_code == 200
+            answer = await slow
+            assert answer.status_code == 200, answer.text
+            return health_done, time.perf_counter() - started
+
+    health_done, slow_done = asyncio.run(main())
+    assert health_done < 0.3 < slow_done
+
+
+def test_the_served_model_answers_as_it_does_in_process(tiny_model: StaticModel) -> None:
+    async def main() -> list[list[float]]:
+        transport = httpx.ASGITransport(app=create_app(tiny_model))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            answers = await asyncio.gather(
+                *(client.post("/v1/embeddings", json={"input": [f"word{i} text"]}) for i in range(20))
+            )
+        return [answer.json()["data"][0]["embedding"] for answer in answers]
+
+    rows = np.asarray(asyncio.run(main()), dtype=np.float32)
+    expected = tiny_model.encode([f"word{i} text" for i in range(20)])
+    np.testing.assert_allclose(rows, expected, atol=1e-6)
