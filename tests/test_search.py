@@ -80,7 +80,7 @@ def test_dense_finds_synonyms_bm25_finds_words_hybrid_fuses(index: Index) -> Non
     assert set(ids(dense)[:2]) == {"a1", "a2"}  # "the cat and the dog" shares no word with the query
     assert dense[0].score == pytest.approx(
         float(index.model.encode("kitten") @ index.model.encode(dense[0].text)), abs=1e-3
-    )  # vectors stored as float16
+    )  # vectors stored as bfloat16
     assert ids(index.search("kitten", 3, mode="bm25")) == ["a2"]  # the only document holding the word
     hybrid = index.search("kitten", 2, mode="hybrid")  # default: 0.25 x min-max dense + 0.75 x BM25
     assert ids(hybrid) == ["a2", "a1"] and index.fusion == FusionSettings("convex", 0.25, 0.75)
@@ -128,6 +128,20 @@ def test_hnsw_matches_exact_search_and_filters_through_it(model: StaticModel, tm
         filtered = graph.search(query, 5, mode="dense", where={"part": "3"})
         assert ids(filtered) == ids(exact.search(query, 5, mode="dense", where={"part": "3"}))
         assert {h.metadata["part"] for h in filtered} == {"3"}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "tolerance"), [("bfloat16", 1e-2), ("float16", 2e-3), ("float32", 1e-6), ("int8", 3e-2)]
+)
+def test_each_vector_dtype_is_kept_and_scores_close(
+    model: StaticModel, tmp_path: Path, dtype: str, tolerance: float
+) -> None:
+    Index.build(model, DOCS, tmp_path / dtype, dtype=dtype).close()
+    with Index.open(tmp_path / dtype, model, read_only=True) as index:
+        assert index.info()["dtype"] == dtype
+        for hit in index.search("kitten crown", 6, mode="dense"):
+            expected = float(model.encode("kitten crown") @ model.encode(hit.text))
+            assert hit.score == pytest.approx(expected, abs=tolerance)
 
 
 # ---------------------------------------------------------------------- inputs

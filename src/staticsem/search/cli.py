@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from staticsem.errors import InputError
+from staticsem.search.vectors import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
     from staticsem.search.documents import Document
@@ -64,7 +65,9 @@ def build(
     text_column: TextColumnOpt = "text",
     id_column: IdColumnOpt = None,
     format: FormatOpt = None,
-    dtype: Annotated[str, typer.Option(help="Vector storage: float16, int8 or float32.")] = "float16",
+    dtype: Annotated[
+        str, typer.Option(help="Vector storage: bfloat16, float16, int8 or float32.")
+    ] = DEFAULT_DTYPE,
     exact_threshold: Annotated[
         int, typer.Option(help="Dense search is exact (brute force) up to this many vectors, HNSW above.")
     ] = 20_000,

@@ -27,7 +27,7 @@ from staticsem.search.common import Hit, SearchMode, batches, model_sha256, prog
 from staticsem.search.documents import Document
 from staticsem.search.fusion import FusionSettings, fuse
 from staticsem.search.store import DocStore, Row
-from staticsem.search.vectors import HnswSettings, VectorIndex, vector_file
+from staticsem.search.vectors import DEFAULT_DTYPE, HnswSettings, VectorIndex, vector_file
 
 CONFIG, DATABASE = "config.json", "docs.sqlite"
 BM25_COMMON_DF = 1.0  # BM25 leaves out words in more than this share of documents (1.0: exact BM25)
@@ -59,7 +59,7 @@ class Index:
         documents: Iterable[str | dict[str, Any] | Document],
         path: str | Path,
         *,
-        dtype: str = "float16",
+        dtype: str = DEFAULT_DTYPE,
         hnsw: HnswSettings | None = None,
         fusion: FusionSettings | None = None,
         bm25_common_df: float = BM25_COMMON_DF,
