@@ -1,4 +1,5 @@
-"""The model thread of the server: answers, errors, grouping, cancellation, and a free event loop."""
+"""How the server shares its work: the model thread (answers, errors, grouping, cancellation, a free
+event loop) and the cap on requests answered at once."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from staticsem.model import StaticModel
 from staticsem.serve import create_app
+from staticsem.serve.guard import InFlight
 from staticsem.serve.worker import ModelWorker
 
 
@@ -149,3 +151,47 @@ def test_the_served_model_answers_as_it_does_in_process(tiny_model: StaticModel)
     rows = np.asarray(asyncio.run(main()), dtype=np.float32)
     expected = tiny_model.encode([f"word{i} text" for i in range(20)])
     np.testing.assert_allclose(rows, expected, atol=1e-6)
+
+
+def test_at_most_max_in_flight_requests_are_answered_at_once_and_the_rest_wait() -> None:
+    busy = peak = 0
+
+    async def handler(scope: Any, receive: Any, send: Any) -> None:
+        nonlocal busy, peak
+        busy += 1
+        peak = max(peak, busy)
+        await asyncio.sleep(0.01)
+        busy -= 1
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+    async def main() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=InFlight(handler, limit=3))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return list(await asyncio.gather(*(client.get(f"/r{i}") for i in range(20))))
+
+    answers = asyncio.run(main())
+    assert [a.text for a in answers] == [f"/r{i}" for i in range(20)]
+    assert peak == 3
+
+
+def test_health_answers_while_every_slot_is_taken() -> None:
+    async def main() -> str:
+        gate = asyncio.Event()
+
+        async def handler(scope: Any, receive: Any, send: Any) -> None:
+            if scope["path"] != "/health":
+                await gate.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": scope["path"].encode()})
+
+        transport = httpx.ASGITransport(app=InFlight(handler, limit=1))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            held = asyncio.ensure_future(client.get("/slow"))
+            await asyncio.sleep(0.01)
+            health = await asyncio.wait_for(client.get("/health"), 2)
+            gate.set()
+            await held
+            return health.text
+
+    assert asyncio.run(main()) == "/health"

@@ -53,6 +53,9 @@ def serve(
     max_body_bytes: Limit = 8 * 2**20,
     max_k: Limit = 1000,
     max_matrix_cells: Limit = 262_144,
+    max_in_flight: Annotated[
+        int, typer.Option(min=1, help="Requests answered at once; more wait their turn (bounds memory).")
+    ] = 64,
 ) -> None:
     """Serve MODEL over HTTP: OpenAI-compatible /v1/embeddings, similarity, words, search, a playground."""
     try:
@@ -63,7 +66,7 @@ def serve(
     except ImportError as exc:
         raise InputError(f"{exc} (staticsem serve needs `pip install 'staticsem[serve]'`)") from None
 
-    limits = Limits(max_inputs, max_chars, max_body_bytes, max_k, max_matrix_cells)
+    limits = Limits(max_inputs, max_chars, max_body_bytes, max_k, max_matrix_cells, max_in_flight)
     settings = ServeSettings(model, index, api_key_env, name, limits)
     app = app_from_settings(settings)  # loads everything once, so a bad path fails here with one line
     if not _loopback(host):

@@ -23,7 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from staticsem.serve import schemas
-from staticsem.serve.guard import ApiError, BodyGuard, install_error_handlers
+from staticsem.serve.guard import ApiError, BodyGuard, InFlight, install_error_handlers
 from staticsem.serve.service import Encoder, Service
 from staticsem.serve.settings import SETTINGS_ENV, Limits, ServeSettings
 from staticsem.serve.worker import ModelWorker
@@ -189,6 +189,7 @@ def create_app(
         if isinstance(route, APIRoute) and route.body_field
         for method in route.methods or ()
     )
+    app.add_middleware(InFlight, limit=limits.max_in_flight)  # inside BodyGuard: bodies read first
     app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes, json_routes=json_routes)
     return app
 

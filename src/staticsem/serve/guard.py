@@ -6,6 +6,7 @@ unexpected exceptions are logged here and answered 500 without a stack trace.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from fastapi import FastAPI, Request
@@ -174,3 +175,28 @@ def _replay(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+class InFlight:
+    """ASGI middleware: at most ``limit`` requests are answered at once; the others wait their turn.
+
+    A request holds its slot from its handler's start until its answer is written (uvicorn's ``send``
+    waits while the connection's write buffer is full), so a burst of large answers is built and
+    buffered ``limit`` at a time instead of all at once. Bodies are read before (``BodyGuard`` sits
+    outside), so a slow sender never holds a slot. ``/health`` does not wait.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app, self.limit = app, limit
+        self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] == "/health":
+            await self.app(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._loop is not loop:  # a semaphore serves one event loop
+            self._slots, self._loop = asyncio.Semaphore(self.limit), loop
+        async with self._slots:
+            await self.app(scope, receive, send)

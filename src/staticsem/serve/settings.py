@@ -23,6 +23,7 @@ class Limits:
     max_body_bytes: int = 8 * 2**20  # request body size
     max_k: int = 1000  # neighbours, analogy answers, search hits
     max_matrix_cells: int = 262_144  # similarity matrix size (rows × columns)
+    max_in_flight: int = 64  # requests answered at once; more wait their turn (bounds a burst's memory)
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
