@@ -24,7 +24,7 @@ EPILOG = (
 )
 METHOD_HELP = (
     "swe (corpus, sentence PCA, distillation), ase (stage 1 alone), x2static, token (no corpus), "
-    "word2vec or fasttext (gensim baselines)."
+    "word2vec or fasttext (gensim baselines), glove (co-occurrence baseline)."
 )
 
 
@@ -93,12 +93,20 @@ def distill(
         str, typer.Option(help="x2static: sentence or paragraph (consecutive sentences) context.")
     ] = "sentence",
     epochs: Annotated[
-        int | None, typer.Option(help="x2static [1], word2vec/fasttext [5]: passes over the corpus.")
+        int | None,
+        typer.Option(
+            help="x2static [1], word2vec/fasttext [5], glove [15]: passes over the corpus (glove: "
+            "over its co-occurrences)."
+        ),
     ] = None,
     lr: Annotated[
-        float | None, typer.Option(help="x2static: Adam learning rate [1e-3, the paper's].")
+        float | None,
+        typer.Option(help="x2static: Adam learning rate [1e-3, the paper's]; glove: AdaGrad's [0.05]."),
     ] = None,
     skip_gram: Annotated[bool, typer.Option(help="word2vec/fasttext: skip-gram instead of CBOW.")] = False,
+    window: Annotated[
+        int | None, typer.Option(help="word2vec/fasttext [5], glove [10]: context words on each side.")
+    ] = None,
     pca_sentences: Annotated[int, typer.Option(help="swe: sentences for the sentence-level PCA.")] = 100_000,
     remove_top: Annotated[
         int | None, typer.Option(help="swe: top principal components to remove [teacher dims / 100].")
@@ -143,8 +151,10 @@ def distill(
         raise InputError("--objective and --parallel are for the swe method")
     if keep_analysis and method != "swe":
         raise InputError("--keep-analysis is for the swe method")
-    if lr is not None and method != "x2static":
-        raise InputError("--lr is for the x2static method")
+    if lr is not None and method not in ("x2static", "glove"):
+        raise InputError("--lr is for the x2static and glove methods")
+    if window is not None and method not in ("word2vec", "fasttext", "glove"):
+        raise InputError("--window is for the word2vec, fasttext and glove methods")
     if (prompt is not None or splitter != "words") and method not in ("swe", "ase", "x2static"):
         raise InputError("--prompt and --splitter are for the swe, ase and x2static methods")
     if method != "token":
@@ -183,6 +193,16 @@ def distill(
         options.update(sg=skip_gram, options=CorpusOptions(max_words=max_words, max_sentences=max_sentences))
         if epochs is not None:
             options["epochs"] = epochs
+        if window is not None:
+            options["window"] = window
+    elif method == "glove":
+        from staticsem.distillation.corpus import CorpusOptions
+
+        max_words = options.pop("max_words")
+        options["options"] = CorpusOptions(max_words=max_words, max_sentences=max_sentences)
+        options.update(
+            {k: v for k, v in {"epochs": epochs, "lr": lr, "window": window}.items() if v is not None}
+        )
     elif method == "token":
         if corpus:
             raise InputError("--corpus is for the corpus methods; the token method needs no corpus")

@@ -27,10 +27,11 @@ class Method(str, Enum):
     TOKEN = "token"
     WORD2VEC = "word2vec"
     FASTTEXT = "fasttext"
+    GLOVE = "glove"
 
 
 SCALED_METHODS = (Method.SWE, Method.ASE, Method.X2STATIC)  # what runs on a Ray cluster
-CORPUS_METHODS = (Method.SWE, Method.ASE, Method.X2STATIC, Method.WORD2VEC, Method.FASTTEXT)
+CORPUS_METHODS = (Method.SWE, Method.ASE, Method.X2STATIC, Method.WORD2VEC, Method.FASTTEXT, Method.GLOVE)
 
 
 def distill(
@@ -57,7 +58,8 @@ def distill(
     :param method: ``swe`` (corpus → extraction → sentence PCA → knowledge distillation, the default),
         ``ase`` (stage 1 alone, from any teacher ``layer``; teacher width), ``x2static`` (CBOW with
         negative sampling against teacher contexts; teacher width), ``token`` (each vocabulary word alone
-        through the teacher; no corpus), ``word2vec`` / ``fasttext`` (gensim on the corpus; no teacher).
+        through the teacher; no corpus), ``word2vec`` / ``fasttext`` (gensim on the corpus; no teacher),
+        ``glove`` (co-occurrence counts and GloVe's weighted least squares; no teacher).
     :param out: folder to save the model to; work files live beside it in ``.NAME.work`` (or ``work_dir``,
         which several runs of one method may share to reuse their steps).
     :param corpus: text files (``.txt``, ``.gz``, ``.jsonl``), ``-`` or ``embedded`` (corpus methods);
@@ -66,7 +68,8 @@ def distill(
         ``layer``, ``objective``/``parallel`` for contrastive training, ``languages``, ``prompt``),
         ``keep_analysis`` (swe: also put ``analysis.safetensors`` in the model folder, not only in the
         work folder), ``X2StaticSettings`` (x2static: e.g. ``context``, ``epochs``), the keywords of
-        ``distill_classic`` (word2vec, fasttext: e.g. ``sg``, ``epochs``), ``sif``/``batch_size`` (token).
+        ``distill_classic`` (word2vec, fasttext: e.g. ``sg``, ``epochs``), the fields of ``GloveSettings``
+        (glove: e.g. ``window``, ``epochs``, ``x_max``), ``sif``/``batch_size`` (token).
     :param ray: swe, ase, x2static: run word counting and the teacher passes on a Ray cluster (``auto``,
         ``local``, ``HOST:PORT`` or ``ray://HOST:PORT``; needs ``staticsem[ray]``) with ``ray_workers``
         teacher replicas [one per GPU, else one per CPU]; the model equals the single-process one.
@@ -95,11 +98,16 @@ def distill(
             show_progress,
             **options,
         )
-    if method in (Method.WORD2VEC, Method.FASTTEXT):
+    if method in (Method.WORD2VEC, Method.FASTTEXT, Method.GLOVE):
         if vocabulary is not None:
             raise InputError(
                 f"{method.value} takes its vocabulary from the corpus (vocab_size, min_count); "
                 "a word list is for swe, ase, x2static and token"
+            )
+        if method is Method.GLOVE:
+            work = Path(work_dir) if work_dir is not None else None
+            return _distill_glove(
+                out, work, corpus, vocab_size, dim, seed, dtype, keep_work, show_progress, options
             )
         return _distill_classic(method, out, corpus, vocab_size, dim, seed, dtype, show_progress, options)
     if out is None:
@@ -185,6 +193,46 @@ def _distill_classic(
     )
     if out is not None:
         model.save(out, dtype=dtype)
+    return model
+
+
+def _distill_glove(
+    out: str | Path | None,
+    work_dir: Path | None,
+    corpus: list[str] | tuple[str, ...],
+    vocab_size: int | None,
+    dim: int,
+    seed: int,
+    dtype: str,
+    keep_work: bool,
+    show_progress: bool,
+    options: dict[str, Any],
+) -> StaticModel:
+    import dataclasses
+
+    from staticsem.distillation.checkpoint import work_folder
+    from staticsem.distillation.corpus import CorpusOptions
+    from staticsem.distillation.glove import GloveSettings, distill_glove
+
+    corpus_options = options.pop("options", None) or CorpusOptions()
+    known = {f.name for f in dataclasses.fields(GloveSettings)} - {"dim", "vocab_size", "seed"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise InputError(f"unknown glove options: {', '.join(unknown)}")
+    settings = GloveSettings(dim=dim, vocab_size=vocab_size or 50_000, seed=seed, **options)
+    if work_dir is None and out is not None:
+        work_dir = work_folder(Path(out))
+    model = distill_glove(
+        tuple(corpus),
+        settings=settings,
+        options=corpus_options,
+        work_dir=work_dir,
+        show_progress=show_progress,
+    )
+    if out is not None:
+        model.save(out, dtype=dtype)
+        if work_dir is not None and not keep_work:
+            shutil.rmtree(work_dir, ignore_errors=True)
     return model
 
 

@@ -1,0 +1,366 @@
+"""GloVe (Pennington, Socher and Manning, 2014) trained on the corpus: the third classic baseline.
+
+No maintained package wraps the reference C code (``glove-python`` is unmaintained and does not build on
+current Pythons), so this is a compact implementation of the paper, in three resumable steps kept in the
+work folder:
+
+1. **vocabulary**: words split exactly as ``encode`` splits text (``sentence_words``), kept when they
+   occur ``min_count`` times, the ``vocab_size`` most frequent (ties by word).
+2. **co-occurrence**: out-of-vocabulary words are dropped (as the reference ``cooccur`` does), then every
+   pair of words at distance d ≤ ``window`` inside a sentence adds 1/d to X[i, j] and to X[j, i]. Chunks
+   of sentences become scipy sparse matrices, summed as they come; when the running sum passes
+   ``max_pairs`` non-zeros it is written to disk (``.npz``, no pickle) and a new sum begun. The parts are
+   added at the end and the matrix is saved (``cooccurrence.npz``): a rerun skips the counting.
+3. **training**: J = Σ f(X_ij) (w_i·w̃_j + b_i + b̃_j − log X_ij)², f(x) = min(1, (x / x_max)^α), over the
+   non-zero entries in shuffled mini-batches, AdaGrad (accumulators start at 1, as in the reference code).
+   Parameters and accumulators are saved after each epoch (safetensors): a rerun resumes at the next one.
+   The word vector is w + w̃, as in the paper. Same seed, same vectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from staticsem.distillation.checkpoint import Work, fingerprint
+from staticsem.distillation.classic import Sentences, _sentence_source
+from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources
+from staticsem.errors import InputError
+from staticsem.io.atomic import atomic_file
+from staticsem.model import StaticModel
+
+if TYPE_CHECKING:
+    import scipy.sparse
+    import torch
+
+logger = logging.getLogger(__name__)
+_CHUNK_TOKENS = 1 << 18  # in-vocabulary tokens per co-occurrence chunk (× 2 × window entries)
+
+
+@dataclass(frozen=True)
+class GloveSettings:
+    """GloVe's settings (the paper's defaults where it gives them)."""
+
+    dim: int = 256
+    window: int = 10
+    min_count: int = 5
+    vocab_size: int | None = 50_000
+    epochs: int = 15
+    x_max: float = 100.0
+    alpha: float = 0.75
+    lr: float = 0.05
+    batch_size: int = 4096
+    seed: int = 0
+    lowercase: bool = True
+    max_pairs: int = 50_000_000  # non-zeros held in memory while counting before a part goes to disk
+
+    def check(self) -> None:
+        positive = ("dim", "window", "min_count", "epochs", "batch_size", "max_pairs", "x_max", "lr")
+        bad = next((k for k in positive if getattr(self, k) <= 0), None)
+        if bad is not None:
+            raise InputError(f"{bad} must be positive, got {getattr(self, bad)}")
+        if self.vocab_size is not None and self.vocab_size < 1:
+            raise InputError(f"vocab_size must be positive, got {self.vocab_size}")
+        if not 0 < self.alpha <= 1:
+            raise InputError(f"alpha must be in (0, 1], got {self.alpha}")
+
+
+# ---------------------------------------------------------------------- steps 1 and 2: counting
+def build_vocabulary(sentences: Iterable[list[str]], min_count: int, vocab_size: int | None) -> list[str]:
+    """Words with at least ``min_count`` occurrences, most frequent first (ties by word)."""
+    counts: Counter[str] = Counter()
+    for words in sentences:
+        counts.update(words)
+    kept = sorted((w for w, c in counts.items() if c >= min_count), key=lambda w: (-counts[w], w))
+    return kept[:vocab_size]
+
+
+def _chunk_matrix(ids: list[np.ndarray], window: int, size: int) -> scipy.sparse.csr_matrix:
+    """X of one chunk: 1/d for each pair at distance d ≤ window within a sentence, both directions."""
+    import scipy.sparse
+
+    flat = np.concatenate(ids)
+    sentence = np.repeat(np.arange(len(ids)), [len(x) for x in ids])
+    rows, cols, values = [], [], []
+    for d in range(1, window + 1):
+        same = sentence[:-d] == sentence[d:]
+        left, right = flat[:-d][same], flat[d:][same]
+        weight = np.full(len(left), 1.0 / d)
+        rows += [left, right]
+        cols += [right, left]
+        values += [weight, weight]
+    coo = scipy.sparse.coo_matrix(
+        (np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size)
+    )
+    return coo.tocsr()  # duplicates summed
+
+
+def count_cooccurrences(
+    sentences: Iterable[list[str]],
+    vocabulary: Sequence[str],
+    window: int,
+    spill_dir: Path,
+    max_pairs: int = 50_000_000,
+) -> scipy.sparse.csr_matrix:
+    """The symmetric, distance-weighted co-occurrence matrix of ``vocabulary`` over ``sentences``."""
+    import scipy.sparse
+
+    index = {word: i for i, word in enumerate(vocabulary)}
+    size = len(vocabulary)
+    total = scipy.sparse.csr_matrix((size, size), dtype=np.float64)
+    spills: list[Path] = []
+    chunk: list[np.ndarray] = []
+    tokens = 0
+
+    def flush() -> None:
+        nonlocal total, chunk, tokens
+        if chunk:
+            total = total + _chunk_matrix(chunk, window, size)
+            chunk, tokens = [], 0
+        if total.nnz > max_pairs:  # the running sum goes to disk; a new one begins
+            spill_dir.mkdir(parents=True, exist_ok=True)
+            spills.append(spill_dir / f"part-{len(spills):04d}.npz")
+            _save_npz(spills[-1], total)
+            total = scipy.sparse.csr_matrix((size, size), dtype=np.float64)
+
+    for words in sentences:
+        ids = np.fromiter((index.get(w, -1) for w in words), dtype=np.int64, count=len(words))
+        ids = ids[ids >= 0]
+        if len(ids) > 1:
+            chunk.append(ids)
+            tokens += len(ids)
+            if tokens >= _CHUNK_TOKENS:
+                flush()
+    flush()
+    for part in spills:
+        total = total + scipy.sparse.load_npz(part)
+        part.unlink()
+    return total.tocsr()
+
+
+def _save_npz(path: Path, matrix: scipy.sparse.csr_matrix) -> None:
+    import scipy.sparse
+
+    # an open file: given a path without ".npz", save_npz would add it
+    with atomic_file(path) as tmp, open(tmp, "wb") as handle:
+        scipy.sparse.save_npz(handle, matrix, compressed=False)
+
+
+# ---------------------------------------------------------------------- step 3: training
+def glove_loss(
+    w: torch.Tensor,
+    w_context: torch.Tensor,
+    b: torch.Tensor,
+    b_context: torch.Tensor,
+    counts: torch.Tensor,
+    x_max: float = 100.0,
+    alpha: float = 0.75,
+) -> torch.Tensor:
+    """Σ f(X_ij) (w_i·w̃_j + b_i + b̃_j − log X_ij)² (the paper's J) over entries given as rows:
+    ``w[k]``, ``w_context[k]``, ``b[k]``, ``b_context[k]`` hold entry k's parameters, ``counts[k]`` X_ij."""
+    import torch
+
+    weight = torch.clamp(counts / x_max, max=1.0) ** alpha
+    diff = (w * w_context).sum(1) + b + b_context - torch.log(counts)
+    return (weight * diff.square()).sum()
+
+
+class GloveTrainer:
+    """The four parameter tables and their AdaGrad accumulators, trained epoch by epoch."""
+
+    NAMES = ("w", "w_context", "b", "b_context")
+
+    def __init__(self, size: int, settings: GloveSettings) -> None:
+        import torch
+
+        self.settings = settings
+        generator = torch.Generator().manual_seed(settings.seed)
+        scale = 0.5 / settings.dim  # the reference code's uniform(-0.5, 0.5) / dim
+
+        def table(width: int) -> torch.nn.Embedding:
+            start = (torch.rand(size, width, generator=generator) * 2 - 1) * scale
+            return torch.nn.Embedding.from_pretrained(start, freeze=False, sparse=True)
+
+        self.tables = [table(settings.dim), table(settings.dim), table(1), table(1)]
+        params = [t.weight for t in self.tables]
+        self.optimizer = torch.optim.Adagrad(params, lr=settings.lr, initial_accumulator_value=1.0)
+
+    def epoch(self, rows: torch.Tensor, cols: torch.Tensor, counts: torch.Tensor, number: int) -> float:
+        """One pass over the entries in a seeded order; the mean of J's terms."""
+        import torch
+
+        s = self.settings
+        order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(s.seed * 1_000 + number))
+        w, w_context, b, b_context = self.tables
+        total = 0.0
+        for start in range(0, len(order), s.batch_size):
+            pick = order[start : start + s.batch_size]
+            r, c = rows[pick], cols[pick]
+            loss = glove_loss(
+                w(r), w_context(c), b(r)[:, 0], b_context(c)[:, 0], counts[pick], s.x_max, s.alpha
+            )
+            self.optimizer.zero_grad(set_to_none=True)
+            (0.5 * loss).backward()  # the reference code steps along the gradient of J / 2
+            self.optimizer.step()
+            total += float(loss.detach())
+        return total / max(len(order), 1)
+
+    def vectors(self) -> np.ndarray:
+        """w + w̃ (the paper's word vectors)."""
+        return (self.tables[0].weight + self.tables[1].weight).detach().numpy().astype(np.float32)
+
+    def state(self) -> dict[str, np.ndarray]:
+        arrays = {}
+        for name, table in zip(self.NAMES, self.tables, strict=True):
+            arrays[name] = table.weight.detach().numpy().copy()
+            arrays[f"{name}.sum"] = self.optimizer.state[table.weight]["sum"].numpy().copy()
+        return arrays
+
+    def load(self, arrays: dict[str, np.ndarray], steps: int) -> None:
+        import torch
+
+        with torch.no_grad():
+            for name, table in zip(self.NAMES, self.tables, strict=True):
+                table.weight.copy_(torch.from_numpy(arrays[name]))
+                state = self.optimizer.state[table.weight]
+                state["sum"].copy_(torch.from_numpy(arrays[f"{name}.sum"]))
+                state["step"] = torch.tensor(float(steps))
+
+
+# ---------------------------------------------------------------------- the method
+def distill_glove(
+    corpus: Sequence[str],
+    *,
+    settings: GloveSettings | None = None,
+    options: CorpusOptions | None = None,
+    work_dir: Path | None = None,
+    show_progress: bool = True,
+    after_epoch: Callable[[int, float], None] | None = None,
+) -> StaticModel:
+    """Train GloVe on ``corpus``; with ``work_dir``, each step (and epoch) is kept and a rerun resumes.
+
+    :param after_epoch: called with the epoch number and its mean cost after the epoch is saved.
+    :raises InputError: for bad settings, an unusable corpus or no word reaching ``min_count``.
+    """
+    import tempfile
+
+    import torch
+
+    settings = settings or GloveSettings()
+    settings.check()
+    options = options or CorpusOptions()
+    check_sources(corpus)
+    started = time.perf_counter()
+    sentences = Sentences(_sentence_source(corpus, options), settings.lowercase)
+    source = {
+        "corpus": fingerprint_sources(corpus),
+        "options": options.key(),
+        "lowercase": settings.lowercase,
+    }
+    with tempfile.TemporaryDirectory(prefix="staticsem-glove-") as scratch:
+        work = Work(work_dir or Path(scratch))
+        vocabulary = _vocabulary_step(work, sentences, settings, source, show_progress)
+        matrix = _cooccurrence_step(work, sentences, vocabulary, settings, source, show_progress)
+        trainer = _train_step(work, matrix, len(vocabulary), settings, show_progress, after_epoch)
+    metadata = {
+        "method": "glove",
+        "trainer": f"staticsem (torch {torch.__version__}, AdaGrad)",
+        "settings": {**asdict(settings), "corpus_options": options.key()},
+        "corpus": source["corpus"],
+        "vocabulary": len(vocabulary),
+        "cooccurrences": int(matrix.nnz),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    return StaticModel(vocabulary, trainer.vectors(), metadata=metadata)
+
+
+def _bar(sentences: Sentences, description: str, show: bool) -> tqdm[Any]:
+    bar = tqdm(desc=description, unit=" sent", disable=not show, mininterval=1)
+    sentences.progress = bar
+    return bar
+
+
+def _vocabulary_step(
+    work: Work, sentences: Sentences, s: GloveSettings, source: dict[str, Any], show: bool
+) -> list[str]:
+    key = fingerprint({**source, "min_count": s.min_count, "vocab_size": s.vocab_size})
+    done = work.done("glove-vocabulary", key)
+    if done is not None:
+        return list(done["words"])
+    with _bar(sentences, "glove: counting words", show):
+        words = build_vocabulary(sentences, s.min_count, s.vocab_size)
+    if not words:
+        raise InputError(
+            f"no word occurs min_count={s.min_count} times in the corpus; lower it or give more text"
+        )
+    return list(work.finish("glove-vocabulary", key, {"words": words})["words"])
+
+
+def _cooccurrence_step(
+    work: Work,
+    sentences: Sentences,
+    vocabulary: list[str],
+    s: GloveSettings,
+    source: dict[str, Any],
+    show: bool,
+) -> scipy.sparse.csr_matrix:
+    import scipy.sparse
+
+    key = fingerprint({**source, "window": s.window}, vocabulary)
+    path = work.folder / "glove-cooccurrence.npz"
+    if work.done("glove-cooccurrence", key) is not None and path.is_file():
+        return scipy.sparse.load_npz(path).tocsr()
+    with _bar(sentences, "glove: co-occurrences", show):
+        matrix = count_cooccurrences(
+            sentences, vocabulary, s.window, work.folder / "glove-parts", s.max_pairs
+        )
+    if matrix.nnz == 0:
+        raise InputError("no two vocabulary words share a sentence: give more text or lower min_count")
+    _save_npz(path, matrix)
+    work.finish("glove-cooccurrence", key, {"nonzeros": int(matrix.nnz)})
+    return matrix
+
+
+def _train_step(
+    work: Work,
+    matrix: scipy.sparse.csr_matrix,
+    size: int,
+    s: GloveSettings,
+    show: bool,
+    after_epoch: Callable[[int, float], None] | None,
+) -> GloveTrainer:
+    import torch
+    from safetensors.numpy import load_file, save_file
+
+    coo = matrix.tocoo()
+    rows, cols = torch.from_numpy(coo.row.astype(np.int64)), torch.from_numpy(coo.col.astype(np.int64))
+    counts = torch.from_numpy(coo.data.astype(np.float32))
+    training = {k: v for k, v in asdict(s).items() if k != "max_pairs"}
+    key = fingerprint(training, [str(matrix.nnz), f"{float(matrix.sum()):.6e}"])
+    trainer = GloveTrainer(size, s)
+    state_path = work.folder / "glove-training.safetensors"
+    record = work.done("glove-training", key)
+    first = 0
+    if record is not None and state_path.is_file():
+        first = int(record["epochs_done"])
+        trainer.load(load_file(str(state_path)), first * -(-len(rows) // s.batch_size))
+        logger.info("glove: resuming after epoch %d of %d", first, s.epochs)
+    for epoch in tqdm(
+        range(first, s.epochs), desc="glove: epochs", disable=not show, initial=first, total=s.epochs
+    ):
+        cost = trainer.epoch(rows, cols, counts, epoch)
+        with atomic_file(state_path) as tmp:
+            save_file(trainer.state(), str(tmp))
+        work.finish("glove-training", key, {"epochs_done": epoch + 1, "cost": cost})
+        logger.info("glove epoch %d/%d: cost %.5f", epoch + 1, s.epochs, cost)
+        if after_epoch is not None:
+            after_epoch(epoch + 1, cost)
+    return trainer
