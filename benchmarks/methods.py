@@ -3,7 +3,8 @@
 Takes the first ``--sentences`` lines of the Wikipedia corpus of ``--data`` as one text file and builds
 on it, with the packaged all-MiniLM-L6-v2 teacher where a teacher is used: SWE (extract → ABTT → KD),
 ASE (stage 1 alone: the last layer, which is SWE's own extraction, and ``--ase-layer``), X2Static with
-sentence and paragraph contexts, Word2Vec CBOW / skip-gram and fastText (gensim). Every corpus method
+sentence and paragraph contexts, Word2Vec CBOW / skip-gram and fastText (gensim), GloVe (``glove``:
+window 10, 15 epochs). Every corpus method
 keeps the words with at least ``--min-count`` occurrences (at most ``--vocab-size``). A model2vec model
 distilled from the same teacher (no corpus) and the teacher itself are measured in the same run.
 
@@ -16,6 +17,7 @@ memory.
 Run::
 
     python benchmarks/methods.py --sentences 100000 --output benchmarks/results/methods.json
+    python benchmarks/methods.py --only "glove,word2vec skip-gram" --output results/methods_glove.json
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def methods(args: Any) -> dict[str, tuple[str, str, dict[str, Any]]]:
         "word2vec cbow": ("word2vec", "", {"sg": False}),
         "word2vec skip-gram": ("word2vec", "", {"sg": True}),
         "fasttext cbow": ("fasttext", "", {"sg": False}),
+        "glove": ("glove", "", {}),
     }
 
 

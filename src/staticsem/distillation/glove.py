@@ -20,6 +20,7 @@ work folder:
 from __future__ import annotations
 
 import logging
+import resource
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -278,6 +279,7 @@ def distill_glove(
         "vocabulary": len(vocabulary),
         "cooccurrences": int(matrix.nnz),
         "seconds": round(time.perf_counter() - started, 1),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # the process's
     }
     return StaticModel(vocabulary, trainer.vectors(), metadata=metadata)
 
