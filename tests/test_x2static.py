@@ -309,5 +309,5 @@ def test_cli_refuses_prompt_and_splitter_for_gensim_methods(corpus_dir: Path) ->
             and "--prompt and --splitter are for the swe, ase and x2static" in result.output
         )
     result = CliRunner().invoke(app, [*args, "--lr", "0.01", "--out", str(corpus_dir / "w")])
-    assert result.exit_code != 0 and "--lr is for the x2static method" in result.output
+    assert result.exit_code != 0 and "--lr is for the x2static and glove methods" in result.output
     assert not (corpus_dir / "w").exists()
