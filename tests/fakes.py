@@ -37,6 +37,7 @@ class FakeTeacher:
     hidden_size = 16
     num_layers = 2
     lowercases = True
+    backend = "torch"
 
     def __init__(
         self,

@@ -25,6 +25,7 @@ class FakeTeacher:
 
     id = "fake"
     hidden_size = 32
+    backend = "torch"
 
     def __init__(self, tokenizer: Tokenizer, fail_after: int | None = None) -> None:
         self.subword_tokenizer = tokenizer

@@ -130,6 +130,13 @@ def distill(
     trust_remote_code: Annotated[
         bool, typer.Option(help="Allow the teacher's own code from the hub.")
     ] = False,
+    teacher_backend: Annotated[
+        str | None,
+        typer.Option(
+            help="swe/ase/x2static/token: what runs the teacher: torch, onnx (ONNX Runtime, same states) or "
+            "onnx-int8 (int8 weights, fastest) [the default backend]."
+        ),
+    ] = None,
     ray: Annotated[
         str | None,
         typer.Option(
@@ -223,6 +230,7 @@ def distill(
         trust_remote_code=trust_remote_code,
         ray=ray,
         ray_workers=ray_workers,
+        teacher_backend=teacher_backend,
         **options,
     )
     typer.echo(

@@ -51,6 +51,7 @@ def distill(
     show_progress: bool = True,
     ray: str | None = None,
     ray_workers: int | None = None,
+    teacher_backend: str | None = None,
     **options: Any,
 ) -> StaticModel:
     """Distil a static model from ``teacher`` (``None``: the packaged all-MiniLM-L6-v2), or train a baseline.
@@ -73,6 +74,9 @@ def distill(
     :param ray: swe, ase, x2static: run word counting and the teacher passes on a Ray cluster (``auto``,
         ``local``, ``HOST:PORT`` or ``ray://HOST:PORT``; needs ``staticsem[ray]``) with ``ray_workers``
         teacher replicas [one per GPU, else one per CPU]; the model equals the single-process one.
+    :param teacher_backend: swe, ase, x2static, token: what runs the teacher's transformer: ``torch``,
+        ``onnx`` (ONNX Runtime, fp32: torch's token states) or ``onnx-int8`` (dynamic int8 weights,
+        fastest) [``DEFAULT_BACKEND``]; recorded in the model's config.json.
     :raises InputError: for unknown methods or options, bad sizes, unreadable inputs.
     """
     try:
@@ -85,6 +89,14 @@ def distill(
         raise InputError("dim and vocab_size must be positive")
     if (ray is not None or ray_workers is not None) and method not in SCALED_METHODS:
         raise InputError("ray and ray_workers are for the swe, ase and x2static methods")
+    if teacher_backend is not None:
+        if method not in (*SCALED_METHODS, Method.TOKEN):
+            raise InputError(
+                f"the {method.value} method runs no teacher; teacher_backend is for swe, ase, x2static, token"
+            )
+        from staticsem.distillation.onnx_teacher import check_backend
+
+        options["teacher_backend"] = check_backend(teacher_backend)
     if method is Method.TOKEN:
         return _distill_token(
             teacher,
@@ -248,6 +260,7 @@ def _distill_token(
     show_progress: bool,
     sif: float | None = 1e-4,
     batch_size: int = 256,
+    teacher_backend: str | None = None,
 ) -> StaticModel:
     from staticsem.distillation.checkpoint import work_folder
     from staticsem.distillation.teacher import Teacher
@@ -258,10 +271,17 @@ def _distill_token(
     if batch_size < 1:
         raise InputError("batch_size must be positive")
     words = read_word_list(Path(vocabulary), vocab_size) if vocabulary is not None else None
-    model_teacher = Teacher(teacher, trust_remote_code=trust_remote_code)
+    from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND
+
+    work_dir = work_folder(Path(out)) if out is not None else None
+    model_teacher = Teacher(
+        teacher,
+        trust_remote_code=trust_remote_code,
+        backend=teacher_backend or DEFAULT_BACKEND,
+        cache=None if work_dir is None else work_dir / "onnx",
+    )
     if words is None:
         words = model_teacher.vocabulary_tokens()[:vocab_size]
-    work_dir = work_folder(Path(out)) if out is not None else None
     model = distill_token(
         model_teacher,
         words,

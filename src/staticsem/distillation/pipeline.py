@@ -27,6 +27,7 @@ from staticsem.distillation.corpus import check_sources, fingerprint_sources
 from staticsem.distillation.crosslingual import language_sources, merge_vocabularies
 from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import Contrastive, Distillation, KDSettings, Objective, train_table
+from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, check_backend
 from staticsem.distillation.parallel import read_pairs
 from staticsem.distillation.sampling import select_sentences
 from staticsem.distillation.steps import StepRun, check_splitter
@@ -66,6 +67,7 @@ class SWESettings:
     language: str | None = None  # set on a per-language run of an untagged corpus
     prompt: str | None = None  # teacher prompt name or text put before every sentence [its default]
     splitter: str = "words"  # word splitting: words, or subword (unspaced scripts: the teacher's pieces)
+    teacher_backend: str = DEFAULT_BACKEND  # torch, onnx or onnx-int8 (what runs the teacher's transformer)
     seed: int = 0
     stages: tuple[str, ...] = STAGES
 
@@ -91,6 +93,7 @@ class SWESettings:
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
         check_splitter(self.splitter)
+        check_backend(self.teacher_backend)
         check_sources(self.corpus)
         language_sources(self)
 
@@ -142,8 +145,13 @@ class Pipeline(StepRun):
         else:
             vocab = self.vocabulary_key()
             select = fingerprint({"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold})
-            # keys of last-layer, prompt-less runs stay as they were
-            extra = {k: v for k, v in (("layer", s.layer), ("prompt", s.prompt)) if v is not None}
+            # keys of last-layer, prompt-less torch runs stay as they were
+            backend = None if s.teacher_backend == "torch" else s.teacher_backend
+            extra = {
+                k: v
+                for k, v in (("layer", s.layer), ("prompt", s.prompt), ("backend", backend))
+                if v is not None
+            }
             extract_key = fingerprint({"select": select, "batch": s.batch_size, **extra})
             keys = {"vocab": vocab, "select": select, "extract": extract_key}
         pca = fingerprint(

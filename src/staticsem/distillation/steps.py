@@ -39,6 +39,7 @@ class CorpusSettings(Protocol):
     min_words: int
     max_words: int
     max_corpus_sentences: int | None
+    teacher_backend: str
 
     def validate(self) -> None: ...
 
@@ -70,7 +71,13 @@ class StepRun:
             from staticsem.scale.distill import TeacherSpec
 
             scale.default_teacher(
-                TeacherSpec(settings.teacher, trust_remote_code, getattr(settings, "prompt", None))
+                TeacherSpec(
+                    settings.teacher,
+                    trust_remote_code,
+                    getattr(settings, "prompt", None),
+                    settings.teacher_backend,
+                    str(self.work.folder / "onnx"),
+                )
             )
         self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
         self.corpus_prints = fingerprint_sources(settings.corpus)
@@ -91,6 +98,8 @@ class StepRun:
                 self.settings.teacher,
                 trust_remote_code=self.trust_remote_code,
                 prompt=getattr(self.settings, "prompt", None),
+                backend=self.settings.teacher_backend,
+                cache=self.work.folder / "onnx",
             )
         return self._teacher
 

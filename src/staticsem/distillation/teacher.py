@@ -88,6 +88,9 @@ class Teacher:
 
     :param name: local folder or hub name; ``None`` for the packaged all-MiniLM-L6-v2.
     :param trust_remote_code: allow custom model code from the hub (off unless asked).
+    :param backend: what runs the transformer: ``torch``, ``onnx`` (ONNX Runtime, fp32) or ``onnx-int8``
+        (ONNX Runtime with dynamic int8 weights); the tokenizer, pooling and normalisation stay torch's.
+    :param cache: folder for the ONNX exports (keyed by the weights) [a temporary folder].
     """
 
     def __init__(
@@ -98,8 +101,18 @@ class Teacher:
         trust_remote_code: bool = False,
         threads: int | None = None,
         prompt: str | None = None,
+        backend: str = "torch",
+        cache: Path | None = None,
     ) -> None:
         from sentence_transformers import SentenceTransformer
+
+        from staticsem.distillation.onnx_teacher import OnnxTransformer, check_backend
+
+        self.backend = check_backend(backend)
+        if backend != "torch" and device != "cpu":
+            raise InputError(
+                f"the {backend} teacher backend runs on the CPU; use --teacher-backend torch on {device}"
+            )
 
         torch.set_num_threads(threads or os.cpu_count() or 1)
         self.name, local = resolve_teacher(name)
@@ -119,6 +132,11 @@ class Teacher:
         self.hidden_size = int(self.transformer.config.hidden_size)
         self.num_layers = int(getattr(self.transformer.config, "num_hidden_layers", 0))
         self.prompt = prompt_text(self.model, prompt)
+        self.onnx = (
+            None
+            if backend == "torch"
+            else OnnxTransformer(self.transformer, self.tokenizer, backend, cache=cache, threads=threads)
+        )
 
     def check_layer(self, layer: int | None) -> None:
         """Raise ``InputError`` unless ``layer`` names a hidden state (0 = embeddings, -1 = last layer)."""
@@ -166,9 +184,13 @@ class Teacher:
         special = batch.pop("special_tokens_mask").bool() | (offsets[..., 0] < 0)  # prompt tokens
         own = batch["attention_mask"].bool() & ~special
         batch = batch.to(self.model.device)
-        output = self.transformer(**batch, output_hidden_states=layer is not None)
-        last = output.last_hidden_state
-        states = last if layer is None else output.hidden_states[layer]
+        if self.onnx is None:
+            output = self.transformer(**batch, output_hidden_states=layer is not None)
+            last = output.last_hidden_state
+            states = last if layer is None else output.hidden_states[layer]
+        else:
+            *_, states = outputs = self.onnx(batch, layer)
+            last = outputs[0]
         features: dict[str, Any] = {**batch, "token_embeddings": last}
         for module in list(self.model)[1:]:  # the teacher's own pooling (and normalisation) modules
             features = module(features)

@@ -51,7 +51,8 @@ def distill_token(
     chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     store = None
     if work_dir is not None:
-        key = fingerprint({"method": "token", "teacher": teacher.id, "batch": batch_size}, words)
+        backend = {} if teacher.backend == "torch" else {"backend": teacher.backend}  # torch keys unchanged
+        key = fingerprint({"method": "token", "teacher": teacher.id, "batch": batch_size, **backend}, words)
         store = ChunkStore(work_dir / "token-states", key)
     raw = np.zeros((len(words), teacher.hidden_size), dtype=np.float32)
     for index, chunk in enumerate(
@@ -69,6 +70,12 @@ def distill_token(
         "method": "token",
         "teacher": teacher.id,
         "teacher_dim": int(raw.shape[1]),
-        "settings": {"dim": int(vectors.shape[1]), "sif": sif, "seed": seed, "words": len(words)},
+        "settings": {
+            "dim": int(vectors.shape[1]),
+            "sif": sif,
+            "seed": seed,
+            "words": len(words),
+            "teacher_backend": teacher.backend,
+        },
     }
     return StaticModel(words, vectors, tokenizer=teacher.subword_tokenizer, metadata=metadata)

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from staticsem.distillation.checkpoint import ChunkStore, fingerprint
 from staticsem.distillation.contexts import CONTEXTS, extract_contexts, groups
 from staticsem.distillation.corpus import check_sources
+from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, check_backend
 from staticsem.distillation.steps import StepRun, check_splitter
 from staticsem.errors import InputError
 from staticsem.io import load
@@ -60,6 +61,7 @@ class X2StaticSettings:
     seed: int = 0
     prompt: str | None = None  # teacher prompt name or text put before every text [its default]
     splitter: str = "words"  # word splitting: words, or subword (unspaced scripts: the teacher's pieces)
+    teacher_backend: str = DEFAULT_BACKEND  # torch, onnx or onnx-int8 (what runs the teacher's transformer)
 
     def validate(self) -> None:
         """Raise ``InputError`` for settings that cannot work."""
@@ -74,6 +76,7 @@ class X2StaticSettings:
         if not 1 <= self.min_words <= self.max_words:
             raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
         check_splitter(self.splitter)
+        check_backend(self.teacher_backend)
         check_sources(self.corpus)
 
 
@@ -269,8 +272,9 @@ class X2StaticRun(StepRun):
                 "paragraph": s.paragraph_words if s.context == "paragraph" else None,
                 "chunk": s.chunk_sentences,
                 "batch": s.teacher_batch,
-                # keys of prompt-less runs stay as they were
+                # keys of prompt-less torch runs stay as they were
                 **({"prompt": s.prompt} if s.prompt is not None else {}),
+                **({"backend": s.teacher_backend} if s.teacher_backend != "torch" else {}),
             }
         )
         train = fingerprint({"contexts": contexts, "settings": asdict(s)})

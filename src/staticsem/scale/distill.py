@@ -53,14 +53,18 @@ class TeacherSpec:
     name: str | None = None
     trust_remote_code: bool = False
     prompt: str | None = None
+    backend: str = "torch"
+    cache: str | None = None  # where a replica keeps its ONNX export (the driver's work folder)
 
     def __call__(self, device: str, threads: int) -> Teacher:
         return Teacher(
             self.name,
-            device=device,
+            device=device if self.backend == "torch" else "cpu",
             trust_remote_code=self.trust_remote_code,
             threads=threads,
             prompt=self.prompt,
+            backend=self.backend,
+            cache=None if self.cache is None else Path(self.cache),
         )
 
 
