@@ -272,7 +272,7 @@ def _quiet_export() -> Iterator[None]:
     """Hide the exporter's and optimizer's warnings (deprecations, tracer notes) while exporting."""
     import warnings
 
-    logging.disable(logging.INFO)  # the optimizer and quantiser report every fused node at INFO
+    logging.disable(logging.WARNING)  # the optimizer and quantiser report every fused node, and advice
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
