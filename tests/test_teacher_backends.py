@@ -59,7 +59,7 @@ def test_int8_runs_close_to_torch_but_is_really_quantised(teachers: dict[str, Te
     assert cosines.mean() > 0.97 and cosines.min() > 0.8
     assert (want.sentence * int8.sentence).sum(1).min() > 0.95
     assert token_cosines(fp32, int8).min() < 0.9999  # not the fp32 graph under another name
-    size = {b: teachers[b].onnx.files[None].stat().st_size for b in ("onnx", "onnx-int8")}  # type: ignore[union-attr]
+    size = {b: teachers[b].onnx.path(None).stat().st_size for b in ("onnx", "onnx-int8")}  # type: ignore[union-attr]
     assert size["onnx-int8"] < size["onnx"] / 3  # int8 weights
 
 

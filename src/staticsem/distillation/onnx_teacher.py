@@ -46,6 +46,11 @@ def check_backend(name: str) -> str:
     return name
 
 
+def backend_key(backend: str) -> dict[str, str]:
+    """What a step's key gains from the teacher backend: nothing for torch (older keys stay valid)."""
+    return {} if backend == "torch" else {"backend": backend}
+
+
 def _onnxruntime() -> Any:
     try:
         import onnxruntime
@@ -130,12 +135,10 @@ class OnnxTransformer:
         self.threads = threads or os.cpu_count() or 1
         self._tmp = None if cache is not None else tempfile.TemporaryDirectory(prefix="staticsem-onnx-")
         self.cache = Path(cache if cache is not None else self._tmp.name)  # type: ignore[union-attr]
-        self.names = [
-            n for n in ("input_ids", "attention_mask", "token_type_ids") if n in _probe_inputs(tokenizer)
-        ]
+        self.probe = _probe_inputs(tokenizer)  # the export's example batch and the check's reference
+        self.names = [n for n in ("input_ids", "attention_mask", "token_type_ids") if n in self.probe]
         self.digest = weights_digest(transformer)
         self.sessions: dict[int | None, Any] = {}
-        self.files: dict[int | None, Path] = {}
 
     def key(self, layer: int | None) -> str:
         """Cache key of the graph for ``layer``: weights, backend, layer, opset and library versions."""
@@ -151,10 +154,14 @@ class OnnxTransformer:
             }
         )
 
+    def path(self, layer: int | None) -> Path:
+        """The cached graph file for ``layer``."""
+        return self.cache / f"teacher-{self.backend}-{self.key(layer)}.onnx"
+
     def session(self, layer: int | None) -> Any:
         """The ONNX Runtime session for ``layer`` (exported and cached on first use)."""
         if layer not in self.sessions:
-            path = self.cache / f"teacher-{self.backend}-{self.key(layer)}.onnx"
+            path = self.path(layer)
             if not path.is_file():
                 self._build(path, layer)
             else:
@@ -165,12 +172,11 @@ class OnnxTransformer:
             self.sessions[layer] = self.ort.InferenceSession(
                 str(path), options, providers=["CPUExecutionProvider"]
             )
-            self.files[layer] = path
         return self.sessions[layer]
 
     def __call__(self, inputs: dict[str, torch.Tensor], layer: int | None = None) -> tuple[torch.Tensor, ...]:
         """Last-layer states (and hidden state ``layer``) for tokenised ``inputs``, as torch tensors."""
-        feed = {name: inputs[name].cpu().numpy().astype(np.int64) for name in self.names}
+        feed = {name: inputs[name].cpu().numpy().astype(np.int64, copy=False) for name in self.names}
         return tuple(torch.from_numpy(out) for out in self.session(layer).run(None, feed))
 
     # ------------------------------------------------------------------ building
@@ -205,7 +211,7 @@ class OnnxTransformer:
                     os.replace(graph, out)
 
     def _export(self, path: Path, layer: int | None) -> None:
-        inputs = _probe_inputs(self.tokenizer)
+        inputs = self.probe
         outputs = ["last"] if layer is None else ["last", "layer"]
         axes = {name: {0: "batch", 1: "tokens"} for name in (*self.names, *outputs)}
         with _eager_attention(self.transformer), torch.no_grad(), _quiet_export():
@@ -222,7 +228,7 @@ class OnnxTransformer:
 
     def _check(self, path: Path, layer: int | None) -> float:
         """Lowest per-token cosine between ``path``'s states and torch's on the probe batch."""
-        inputs = _probe_inputs(self.tokenizer)
+        inputs = self.probe
         session = self.ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         got = session.run(None, {n: inputs[n].numpy().astype(np.int64) for n in self.names})
         with torch.no_grad():

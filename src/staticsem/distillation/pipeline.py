@@ -27,7 +27,7 @@ from staticsem.distillation.corpus import check_sources, fingerprint_sources
 from staticsem.distillation.crosslingual import language_sources, merge_vocabularies
 from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import Contrastive, Distillation, KDSettings, Objective, train_table
-from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, check_backend
+from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, backend_key, check_backend
 from staticsem.distillation.parallel import read_pairs
 from staticsem.distillation.sampling import select_sentences
 from staticsem.distillation.steps import StepRun, check_splitter
@@ -146,13 +146,10 @@ class Pipeline(StepRun):
             vocab = self.vocabulary_key()
             select = fingerprint({"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold})
             # keys of last-layer, prompt-less torch runs stay as they were
-            backend = None if s.teacher_backend == "torch" else s.teacher_backend
-            extra = {
-                k: v
-                for k, v in (("layer", s.layer), ("prompt", s.prompt), ("backend", backend))
-                if v is not None
-            }
-            extract_key = fingerprint({"select": select, "batch": s.batch_size, **extra})
+            extra = {k: v for k, v in (("layer", s.layer), ("prompt", s.prompt)) if v is not None}
+            extract_key = fingerprint(
+                {"select": select, "batch": s.batch_size, **extra, **backend_key(s.teacher_backend)}
+            )
             keys = {"vocab": vocab, "select": select, "extract": extract_key}
         pca = fingerprint(
             {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}

@@ -15,6 +15,7 @@ from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore, fingerprint
+from staticsem.distillation.onnx_teacher import backend_key
 from staticsem.distillation.teacher import Teacher
 from staticsem.model import StaticModel
 
@@ -51,8 +52,8 @@ def distill_token(
     chunks = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     store = None
     if work_dir is not None:
-        backend = {} if teacher.backend == "torch" else {"backend": teacher.backend}  # torch keys unchanged
-        key = fingerprint({"method": "token", "teacher": teacher.id, "batch": batch_size, **backend}, words)
+        settings = {"method": "token", "teacher": teacher.id, "batch": batch_size}
+        key = fingerprint({**settings, **backend_key(teacher.backend)}, words)
         store = ChunkStore(work_dir / "token-states", key)
     raw = np.zeros((len(words), teacher.hidden_size), dtype=np.float32)
     for index, chunk in enumerate(

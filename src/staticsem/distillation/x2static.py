@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from staticsem.distillation.checkpoint import ChunkStore, fingerprint
 from staticsem.distillation.contexts import CONTEXTS, extract_contexts, groups
 from staticsem.distillation.corpus import check_sources
-from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, check_backend
+from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, backend_key, check_backend
 from staticsem.distillation.steps import StepRun, check_splitter
 from staticsem.errors import InputError
 from staticsem.io import load
@@ -274,7 +274,7 @@ class X2StaticRun(StepRun):
                 "batch": s.teacher_batch,
                 # keys of prompt-less torch runs stay as they were
                 **({"prompt": s.prompt} if s.prompt is not None else {}),
-                **({"backend": s.teacher_backend} if s.teacher_backend != "torch" else {}),
+                **backend_key(s.teacher_backend),
             }
         )
         train = fingerprint({"contexts": contexts, "settings": asdict(s)})
