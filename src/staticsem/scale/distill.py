@@ -28,7 +28,9 @@ from tqdm.auto import tqdm
 from staticsem.distillation.checkpoint import ChunkStore
 from staticsem.distillation.contexts import chunk_arrays, pending_chunks
 from staticsem.distillation.extract import (
+    PER_SENTENCE,
     Extraction,
+    SentenceRows,
     extract_shard,
     length_batches,
     resume,
@@ -266,12 +268,13 @@ class RayScale:
         ray = require_ray()
         batches = length_batches(sentences, batch_size)
         sums, counts = zero_sums(len(vocab), teacher.hidden_size)
-        embeddings, done = np.zeros((len(sentences), 0), np.float32), 0
+        rows, done = SentenceRows(len(sentences)), 0
         if checkpoint.is_file():
-            sums, counts, embeddings, done = resume(checkpoint, len(batches))
+            sums, counts, saved, done = resume(checkpoint, len(batches))
+            rows = SentenceRows(len(sentences), saved)
         per = max(1, self.shard_sentences // batch_size)
         store = ChunkStore(checkpoint.with_name(checkpoint.name.split(".")[0] + ".shards"), f"{per}")
-        merged = _Merge(batches, sums, counts, embeddings, done, per, store, checkpoint, save_every)
+        merged = _Merge(batches, sums, counts, rows, done, per, store, checkpoint, save_every)
         progress = tqdm(
             total=len(sentences),
             initial=sum(len(b) for b in batches[:done]),
@@ -294,7 +297,7 @@ class RayScale:
         merged.advance()
         self.dispatch(extract_shard, shards(), merged.add, progress)
         progress.close()
-        return merged.finish(len(sentences))
+        return merged.finish()
 
     def extract_contexts(
         self,
@@ -335,14 +338,14 @@ class _Merge:
         batches: list[np.ndarray],
         sums: torch.Tensor,
         counts: torch.Tensor,
-        embeddings: np.ndarray,
+        rows: SentenceRows,
         done: int,
         per: int,
         store: ChunkStore,
         checkpoint: Path,
         save_every: float,
     ) -> None:
-        self.batches, self.sums, self.counts, self.embeddings = batches, sums, counts, embeddings
+        self.batches, self.sums, self.counts, self.rows = batches, sums, counts, rows
         self.done, self.per, self.store, self.checkpoint = done, per, store, checkpoint
         self.save_every, self.saved_at = save_every, time.monotonic()
 
@@ -358,25 +361,23 @@ class _Merge:
             ids = torch.from_numpy(shard["ids"])
             self.sums.index_add_(0, ids, torch.from_numpy(shard["sums"]))
             self.counts.index_add_(0, ids, torch.from_numpy(shard["counts"]))
-            if self.embeddings.shape[1] == 0:
-                self.embeddings = np.zeros((len(self.embeddings), shard["embeddings"].shape[1]), np.float32)
-            self.embeddings[rows] = shard["embeddings"]
+            self.rows.put(rows, {key: shard[key] for key in PER_SENTENCE if key in shard})
             self.done = min(self.done + self.per, len(self.batches))
         if time.monotonic() - self.saved_at > self.save_every:
             self.save()
 
     def save(self) -> None:
         """Save the merged sums, then drop the shard files they cover."""
-        save_partial(self.checkpoint, self.sums, self.counts, self.embeddings, self.done)
+        save_partial(self.checkpoint, self.sums, self.counts, self.rows.arrays, self.done)
         self.saved_at = time.monotonic()
         for path in self.store.folder.glob("chunk-*.safetensors"):
             if int(path.stem.split("-")[1]) < self.done:
                 path.unlink(missing_ok=True)
 
-    def finish(self, sentences: int) -> Extraction:
+    def finish(self) -> Extraction:
         self.save()
         shutil.rmtree(self.store.folder, ignore_errors=True)
-        return Extraction(self.sums.numpy(), self.counts.numpy(), self.embeddings, passes=sentences)
+        return self.rows.result(self.sums, self.counts)
 
 
 def _batched(items: Iterable[str], size: int) -> Iterator[list[str]]:
