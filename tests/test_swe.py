@@ -199,6 +199,25 @@ def test_similarity_loss_prefers_the_teacher_structure() -> None:
     assert same < other
 
 
+def test_dev_losses_pooled_at_once_equal_each_batch_s_own_loss(tiny_model: staticsem.StaticModel) -> None:
+    rng = np.random.default_rng(1)
+    words = list(tiny_model.vocab)
+    sentences = [" ".join(rng.choice(words, size=rng.integers(1, 7))) for _ in range(50)]
+    kd = Distillation(tiny_model, sentences, rng.normal(size=(50, 5)).astype(np.float32), 0.05)
+    table = torch.from_numpy(rng.normal(size=tiny_model.vectors.shape).astype(np.float32))
+    for rows in (np.arange(50), np.array([7, 3, 3, 41]), rng.permutation(50)[:9]):  # any order, repeats
+        ids, offsets = kd.bags.batch(rows)
+        naive = [
+            kd.bags.ids[s : s + c] for s, c in zip(kd.bags.starts[rows], kd.bags.counts[rows], strict=True)
+        ]
+        assert torch.equal(ids, torch.cat(naive))
+        assert offsets.tolist() == [0, *np.cumsum(kd.bags.counts[rows])[:-1].tolist()]
+    batches = [rng.permutation(50)[:n] for n in (16, 16, 5, 2)]
+    each = [kd.loss(table, rows, False).item() for rows in batches]
+    np.testing.assert_allclose(kd.batch_losses(table, batches), each, rtol=1e-6)
+    assert len(set(each)) == len(each)  # four different batches, four different losses
+
+
 def test_centred_targets_restore_the_structure_a_shared_direction_hides(
     tiny_model: staticsem.StaticModel,
 ) -> None:

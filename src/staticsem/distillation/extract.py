@@ -205,7 +205,7 @@ def extract(
     vocab: Sequence[str],
     *,
     lowercase: bool,
-    batch_size: int = 64,
+    batch_size: int = 32,
     checkpoint: Path | None = None,
     save_every: float = 180.0,
     show_progress: bool = True,

@@ -60,9 +60,11 @@ class Bags:
 
     def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """Flat ids and offsets of the sentences ``rows``."""
-        pieces = [self.ids[s : s + c] for s, c in zip(self.starts[rows], self.counts[rows], strict=True)]
-        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(self.counts[rows])[:-1]]))
-        return torch.cat(pieces), offsets
+        counts = self.counts[rows]
+        offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        # position of every id of the batch in the flat array: its sentence's start + its rank within it
+        flat = np.repeat(self.starts[rows] - offsets, counts) + np.arange(int(counts.sum()))
+        return self.ids[torch.from_numpy(flat)], torch.from_numpy(offsets)
 
     def pool(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
         """Mean word vector of each sentence ``rows`` under ``table``."""
@@ -109,6 +111,10 @@ class Objective:
         """The loss of the examples ``rows`` under the word table ``table``."""
         raise NotImplementedError
 
+    def batch_losses(self, table: torch.Tensor, batches: Sequence[np.ndarray]) -> list[float]:
+        """The loss of each batch of examples (no gradient; the dev loss)."""
+        return [self.loss(table, rows, False).item() for rows in batches]
+
 
 class Distillation(Objective):
     """Stage 3a: sentence means reproduce the teacher's in-batch similarity distributions."""
@@ -134,6 +140,15 @@ class Distillation(Objective):
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
         return similarity_loss(self.bags.pool(table, rows, sparse), self.targets[rows], self.tau)
+
+    def batch_losses(self, table: torch.Tensor, batches: Sequence[np.ndarray]) -> list[float]:
+        # the sentences of every batch pooled in one call; the in-batch losses on slices of the result
+        pooled = self.bags.pool(table, np.concatenate(batches), False)
+        ends = np.cumsum([len(rows) for rows in batches])
+        return [
+            similarity_loss(pooled[end - len(rows) : end], self.targets[rows], self.tau).item()
+            for rows, end in zip(batches, ends, strict=True)
+        ]
 
 
 class Contrastive(Objective):
@@ -200,7 +215,7 @@ class _Split:
 
     def dev_loss(self, table: torch.Tensor) -> float:
         parts = [self.dev[i : i + self.size] for i in range(0, len(self.dev), self.size)]
-        return float(np.mean([self.objective.loss(table, p, False).item() for p in parts if len(p) > 1]))
+        return float(np.mean(self.objective.batch_losses(table, [p for p in parts if len(p) > 1])))
 
 
 def train_table(

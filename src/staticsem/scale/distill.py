@@ -253,7 +253,7 @@ class RayScale:
         vocab: Sequence[str],
         *,
         lowercase: bool,
-        batch_size: int = 64,
+        batch_size: int = 32,
         checkpoint: Path,
         save_every: float = 180.0,
         show_progress: bool = True,
