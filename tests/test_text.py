@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -85,3 +86,15 @@ def test_tables_match_installed_tokenizers_on_every_code_point() -> None:
         if not 0xD800 <= c <= 0xDFFF and len(pre_tokenize(f"a{chr(c)}b")) != ours.get(c, 1)
     ]
     assert wrong == []
+
+
+def test_containing_span_finds_each_position_s_span_within_its_own_text() -> None:
+    from staticsem.text import containing_span
+
+    spans = [[(0, 3), (4, 7)], [], [(2, 5)]]
+    rows = np.array([0, 0, 0, 0, 1, 2, 2, 2, 0])
+    chars = np.array([0, 3, 6, 7, 1, 1, 2, 4, -1])
+    span, flat, owner = containing_span(spans, rows, chars)
+    # end is exclusive; text 1 has no span; text 2's character 1 precedes its span; negative is none
+    assert span.tolist() == [0, -1, 1, -1, -1, -1, 2, 2, -1]
+    assert flat.tolist() == [[0, 3], [4, 7], [2, 5]] and owner.tolist() == [0, 0, 2]

@@ -45,6 +45,27 @@ def split_words(text: str) -> list[str]:
     return word_pattern().findall(text)
 
 
+def containing_span(
+    spans: Sequence[Sequence[tuple[int, int]]], rows: np.ndarray, chars: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Which span holds each character position ``chars[i]`` of text ``rows[i]``, given each text's
+    sorted, non-overlapping ``(start, end)`` spans; all positions at once.
+
+    :returns: each position's span number in the flat list of all texts' spans (-1 where no span holds
+        it), those spans as one ``n × 2`` array, and the text of each span.
+    """
+    flat = np.asarray([pair for found in spans for pair in found], np.int64).reshape(-1, 2)
+    owner = np.repeat(np.arange(len(spans)), [len(found) for found in spans])
+    rows, chars = np.asarray(rows, np.int64), np.asarray(chars, np.int64)
+    # one key line for all texts: text * stride + character, longer than any text
+    stride = int(max(flat[:, 1].max(initial=0), chars.max(initial=0))) + 1
+    keys = rows * stride + chars
+    span = np.searchsorted(owner * stride + flat[:, 0], keys, side="right") - 1
+    inside = (span >= 0) & (chars >= 0)
+    inside[inside] = keys[inside] < owner[span[inside]] * stride + flat[span[inside], 1]
+    return np.where(inside, span, -1), flat, owner
+
+
 # Scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs
 _UNSPACED = re.compile(
     "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff"

