@@ -6,7 +6,8 @@ its size on disk; the same model's vectors, from which vicinity (model2vec's nea
 usearch backend, its defaults) and our vector index alone are built; then, for 1,000 STS-B dev sentences
 as queries, single-thread latency (p50 / p99, k=10) of vicinity's ``query`` and of our vector search on
 the same query vectors, of our whole ``Index.search`` (encode + search + SQLite rows) in each mode, and
-recall@10 of both HNSW indexes against exact float32 search.
+recall@10 of both HNSW indexes against exact float32 search, and how many of 20,000 sampled indexed vectors
+a search for themselves does not reach (usearch's concurrent ``add`` strands nodes: USearch#735).
 
 Run::
 
@@ -87,6 +88,16 @@ def recall(found: list[np.ndarray], truth: np.ndarray) -> float:
     )
 
 
+def unreached(usearch: Any, keys: np.ndarray, vectors: np.ndarray, sample: int = 20_000) -> dict[str, int]:
+    """Indexed vectors whose own search (k=10, expansion 320 for both indexes) finds neither them nor an
+    identical vector."""
+    usearch.expansion_search = 320
+    rows = np.random.default_rng(0).choice(len(keys), min(sample, len(keys)), replace=False)
+    found = usearch.search(np.asarray(vectors[rows], dtype=np.float32), 10, threads=2)
+    reached = (found.keys == keys[rows, None]).any(axis=1) | (found.distances[:, 0] < 1e-3)
+    return {"unreached": int((~reached).sum()), "sampled": len(rows)}
+
+
 def top10(scores: np.ndarray) -> np.ndarray:
     """The 10 best rows by score, best first (argpartition, then sort those ten)."""
     best = np.argpartition(-scores, 10)[:10]
@@ -142,6 +153,7 @@ def phase(args: Any) -> dict[str, Any]:
             "build_seconds": seconds,
             "vectors_per_s": len(keep) / seconds,
             "bytes_on_disk": common.folder_bytes(folder),
+            **unreached(vicinity.backend.index, np.arange(len(keep), dtype=np.uint64), vectors[keep]),
         }
         for ef in EFS:  # the same search effort as ours at each
             vicinity.backend.index.expansion_search = ef
@@ -159,7 +171,12 @@ def phase(args: Any) -> dict[str, Any]:
             part = keep[start : start + 65_536]
             index.add(part, np.asarray(vectors[part]))
         seconds = time.perf_counter() - started
-        out = {"build_seconds": seconds, "vectors_per_s": len(keep) / seconds}
+        out = {
+            "build_seconds": seconds,
+            "vectors_per_s": len(keep) / seconds,
+            "add_threads": index.settings.add_threads,
+            **unreached(index.index, keep.astype(np.uint64), vectors[keep]),
+        }
         for ef in EFS:
             index.index.expansion_search = ef
             found = [np.array([key for key, _ in index.search(q, 10)]) for q in query_vectors]
@@ -219,6 +236,10 @@ def searches(query: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
     return [(k.removeprefix("Index.search "), v) for k, v in query.items() if k.startswith("Index.search")]
 
 
+def reached(part: dict[str, Any]) -> str:
+    return f"{part['unreached']} of {part['sampled']:,}" if "unreached" in part else ""
+
+
 def report_scale(results: dict[str, Any]) -> None:
     build, vectors, vic, ours, query = (
         results[k] for k in ("build", "vectors", "vicinity", "vectors-only", "query")
@@ -226,7 +247,7 @@ def report_scale(results: dict[str, Any]) -> None:
     n = build["documents"]
     common.print_table(
         f"Building over {n:,} Wikipedia sentences (2 cores)",
-        ["what", "seconds", "per second", "on disk", "peak RSS"],
+        ["what", "seconds", "per second", "on disk", "peak RSS", "unreached"],
         [
             [
                 "staticsem Index.build (encode + SQLite/FTS5 + HNSW)",
@@ -234,11 +255,13 @@ def report_scale(results: dict[str, Any]) -> None:
                 f"{build['docs_per_s']:,.0f} docs",
                 common.mib(build["bytes_on_disk"]),
                 f"{build['peak_rss_mib']:,.0f} MiB",
+                "",
             ],
             [
                 "  encode alone (1 process)",
                 f"{vectors['encode_seconds']:.0f}",
                 f"{vectors['sentences_per_s']:,.0f} sents",
+                "",
                 "",
                 "",
             ],
@@ -248,6 +271,7 @@ def report_scale(results: dict[str, Any]) -> None:
                 f"{ours['vectors_per_s']:,.0f} vecs",
                 "",
                 f"{ours['peak_rss_mib']:,.0f} MiB",
+                reached(ours),
             ],
             [
                 "vicinity (usearch backend, its defaults)",
@@ -255,6 +279,7 @@ def report_scale(results: dict[str, Any]) -> None:
                 f"{vic['vectors_per_s']:,.0f} vecs",
                 common.mib(vic["bytes_on_disk"]),
                 f"{vic['peak_rss_mib']:,.0f} MiB",
+                reached(vic),
             ],
         ],
     )

@@ -25,12 +25,16 @@ DEFAULT_DTYPE = "bfloat16"
 class HnswSettings:
     """usearch's graph settings and the size below which search is exact. ``expansion_search`` is 320,
     not usearch's 64: recall@10 against exact search falls with size (1.5 M Wikipedia sentences: 0.909 at
-    64, 0.954 at 128, 0.980 at 256), and the target is 0.98 (``benchmarks/search_scale.py``)."""
+    64, 0.954 at 128, 0.980 at 256), and the target is 0.98 (``benchmarks/search_scale.py``). The graph
+    is built on ``add_threads`` = 1 thread: usearch's concurrent ``add`` leaves nodes stored that no search
+    reaches (unum-cloud/USearch#735, in 2.25 and 2.26: 2 of 20,000 sampled at 50k Wikipedia sentences, none on
+    one thread); 0 (every core) builds 1.8-2.3x faster and may lose documents."""
 
     connectivity: int = 16
     expansion_add: int = 128
     expansion_search: int = 320
     exact_threshold: int = 20_000
+    add_threads: int = 1
 
 
 def vector_file(folder: Path, generation: int) -> Path:
@@ -69,7 +73,11 @@ class VectorIndex:
 
     def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
         if len(keys):
-            self.index.add(keys.astype(np.uint64), np.ascontiguousarray(vectors, dtype=np.float32))
+            self.index.add(
+                keys.astype(np.uint64),
+                np.ascontiguousarray(vectors, dtype=np.float32),
+                threads=self.settings.add_threads,
+            )
 
     def remove(self, keys: list[int]) -> None:
         for key in keys:
