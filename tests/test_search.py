@@ -346,8 +346,9 @@ def test_cli_build_search_add_delete_info(model_dir: Path, tmp_path: Path) -> No
     docs = tmp_path / "docs.jsonl"
     docs.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
     out = tmp_path / "ix"
-    code, _, err = cli("index", "build", model_dir, docs, "--out", out)
+    code, _, err = cli("index", "build", model_dir, docs, "--out", out, "--build-threads", "0")
     assert code == 0, err
+    assert Index.open(out, read_only=True).info()["hnsw"]["add_threads"] == 0
     code, stdout, err = cli("search", out, "kitten", "-k", "2", "--json")
     assert code == 0, err
     assert [h["id"] for h in json.loads(stdout)] == ["a2", "a1"]
@@ -373,6 +374,8 @@ def test_cli_errors_are_one_line(model_dir: Path, tmp_path: Path, model: StaticM
         "pass --errors replace to substitute such bytes"
     ]
     assert not (tmp_path / "ix").exists()
+    code, _, err = cli("index", "build", model_dir, bad, "--out", tmp_path / "ix", "--build-threads", "-1")
+    assert code == 2 and "build threads" in err and len(err.strip().splitlines()) == 1
     good = tmp_path / "good.txt"
     good.write_text("the cat\n", encoding="utf-8")
     assert cli("index", "build", model_dir, good, "--out", tmp_path / "ix")[0] == 0
