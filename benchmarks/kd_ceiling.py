@@ -12,6 +12,12 @@ corpus. Every run re-trains stage 3a from the same stage-2 table with one change
 - ``oracle=K``: an **oracle, not a model**: the STS evaluation sentences themselves, with their teacher
   embeddings, are added K times to the KD data. A table that sees the test sentences' targets bounds
   what any table of word vectors averaged per sentence can reach on them.
+- ``stsb_train=K``, ``parallel_en=K``: **unlabelled text nearer the evaluation's domain**, added K times
+  with the teacher's embeddings (int8 ONNX teacher, as the build): the sentences of
+  ``sts/stsb-train.tsv`` (not an evaluation set here; its scores are never read) and the English side of
+  ``parallel/en-de-train-all.tsv`` (Multi30k captions, WMT news, Tatoeba, STS-B train/dev). Every sentence
+  equal to an evaluation sentence (lower-cased, punctuation and spacing ignored) is dropped first, so the
+  STS-B dev copies there are not used.
 
 The teacher and every run are evaluated in the same process (STS Spearman ×100, word similarity).
 
@@ -23,7 +29,9 @@ Run::
 
 from __future__ import annotations
 
+import csv
 import json
+import re
 import time
 from dataclasses import fields, replace
 from pathlib import Path
@@ -40,12 +48,48 @@ RUNS = (
 )
 
 
+EXTRA = {  # run option → (file under --data, the columns holding English sentences)
+    "stsb_train": ("sts/stsb-train.tsv", (1, 2)),
+    "parallel_en": ("parallel/en-de-train-all.tsv", (0,)),
+}
+
+
+def normal(text: str) -> str:
+    return re.sub(r"\W+", " ", text.lower()).strip()
+
+
+def extra_sentences(data: Path, name: str, exclude: set[str]) -> tuple[list[str], int]:
+    """The English sentences of ``EXTRA[name]``, distinct, minus any equal to an excluded one; and how
+    many were dropped as evaluation sentences."""
+    file, columns = EXTRA[name]
+    with (data / file).open(encoding="utf-8", newline="") as handle:
+        rows = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
+        found = list(dict.fromkeys(row[c].strip() for row in rows for c in columns if len(row) > c))
+    kept = [s for s in found if s and normal(s) not in exclude]
+    return kept, len(found) - len(kept)
+
+
+def teacher_embeddings(texts: list[str], cache: Path) -> np.ndarray:
+    """The packaged teacher's sentence embeddings through the int8 ONNX backend, longest first."""
+    from tqdm import tqdm
+
+    from staticsem.distillation.teacher import Teacher
+
+    teacher = Teacher(backend="onnx-int8", cache=cache)
+    order = np.argsort([-len(text) for text in texts], kind="stable")
+    batches = [order[start : start + 32] for start in range(0, len(order), 32)]
+    done = [teacher.forward([texts[i] for i in rows]).sentence.numpy() for rows in tqdm(batches, "teacher")]
+    out = np.empty_like(np.concatenate(done))
+    out[order] = np.concatenate(done)
+    return out
+
+
 def parse_run(spec: str) -> dict[str, Any]:
     """``a=1+b=2`` → {"a": 1, "b": 2}; ``default`` → {}."""
     from staticsem.distillation.kd import KDSettings
 
     types = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
-    types.update(fraction=float, oracle=int)
+    types.update(fraction=float, oracle=int, **{name: int for name in EXTRA})
     options: dict[str, Any] = {}
     for part in (p for p in spec.split("+") if p != "default"):
         name, _, value = part.partition("=")
@@ -83,13 +127,25 @@ def main() -> None:
         return {**{f"sts:{k}": v for k, v in sts(encoder).items()}, "ws:mean": wordsim(encoder)["mean"]}
 
     results: dict[str, dict[str, Any]] = {"teacher": scores(teacher)}
+    extra: dict[str, tuple[list[str], np.ndarray]] = {}
+    wanted = {name for spec in args.runs.split(",") for name in parse_run(spec.strip()) if name in EXTRA}
+    for name in sorted(wanted):
+        texts, dropped = extra_sentences(args.data, name, {normal(s) for s in test_sentences})
+        started = time.perf_counter()
+        extra[name] = texts, teacher_embeddings(texts, work / "onnx")
+        seconds = time.perf_counter() - started
+        results[f"extra:{name}"] = {"sentences": len(texts), "dropped": dropped, "teacher_seconds": seconds}
+        print(f"{name}: {len(texts):,} sentences ({dropped:,} in the evaluation dropped), {seconds:.0f} s")
     for spec in (s.strip() for s in args.runs.split(",") if s.strip()):
         options = parse_run(spec)
         fraction, oracle = options.pop("fraction", 1.0), options.pop("oracle", 0)
+        more = [(extra[name], options.pop(name)) for name in EXTRA if name in options]
         settings = replace(KDSettings(), **options)
         count = int(len(sentences) * fraction)
-        texts = list(sentences[:count]) + test_sentences * oracle
-        embeddings = np.concatenate([targets[:count], *[test_targets] * oracle])
+        texts = list(sentences[:count]) + test_sentences * oracle + [s for (t, _), k in more for s in t * k]
+        embeddings = np.concatenate(
+            [targets[:count], *[test_targets] * oracle, *[e for (_, e), k in more for _ in range(k)]]
+        )
         objective = Distillation(stage2, texts, embeddings, settings.tau, settings.center_targets)
         started = time.perf_counter()
         model, stats = train_table(stage2, [objective], settings, show_progress=False)
@@ -117,6 +173,7 @@ def report(results: dict[str, dict[str, Any]], dim: int) -> None:
             str(r.get("steps", "—")),
         ]
         for name, r in results.items()
+        if not name.startswith("extra:")
     ]
     columns = [
         "run",
