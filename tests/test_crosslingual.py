@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
 import staticsem
@@ -186,6 +187,11 @@ def test_cross_lingual_model_merges_languages_and_contrastive_training_aligns_th
         merged.word_vector("tom"), (en.word_vector("tom") + de.word_vector("tom")) / 2, rtol=1e-5, atol=1e-6
     )
     np.testing.assert_allclose(merged.word_vector("zdog"), de.word_vector("zdog"))
+    # the per-sentence rows (teacher embeddings and token means) follow the merged sentence order
+    rows = {f: load_file(str(work / f / "stage1.safetensors")) for f in ("en", "de", ".")}
+    assert set(rows["."]) == {"embeddings", "token_means"}
+    for key in rows["."]:
+        np.testing.assert_array_equal(rows["."][key], np.concatenate([rows["en"][key], rows["de"][key]]))
 
     aligned = build(
         parallel_dir,

@@ -290,11 +290,10 @@ class Pipeline(StepRun):
             metadata={"method": self.method, "stage": "extract"},
             splitter=first.splitter.name,
         ).save(self.work.folder / "stage1", dtype="float32")
-        embeddings = [
-            load_file(str(r.work.folder / "stage1.safetensors"))["embeddings"] for r in runs.values()
-        ]
+        per_run = [load_file(str(r.work.folder / "stage1.safetensors")) for r in runs.values()]
+        shared_keys = set.intersection(*(set(rows) for rows in per_run))  # token_means: every run has them
         with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
-            save_file({"embeddings": np.concatenate(embeddings)}, str(tmp))
+            save_file({key: np.concatenate([rows[key] for rows in per_run]) for key in shared_keys}, str(tmp))
         counts: dict[str, int] = {}
         for run in runs.values():
             for word, count in zip(
