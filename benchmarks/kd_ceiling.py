@@ -70,18 +70,13 @@ def extra_sentences(data: Path, name: str, exclude: set[str]) -> tuple[list[str]
 
 
 def teacher_embeddings(texts: list[str], cache: Path) -> np.ndarray:
-    """The packaged teacher's sentence embeddings through the int8 ONNX backend, longest first."""
-    from tqdm import tqdm
-
+    """The packaged teacher's sentence embeddings through the int8 ONNX backend, as the build runs it."""
+    from staticsem.distillation.pipeline import SWESettings
     from staticsem.distillation.teacher import Teacher
+    from teacher_backends import TeacherEncoder
 
     teacher = Teacher(backend="onnx-int8", cache=cache)
-    order = np.argsort([-len(text) for text in texts], kind="stable")
-    batches = [order[start : start + 32] for start in range(0, len(order), 32)]
-    done = [teacher.forward([texts[i] for i in rows]).sentence.numpy() for rows in tqdm(batches, "teacher")]
-    out = np.empty_like(np.concatenate(done))
-    out[order] = np.concatenate(done)
-    return out
+    return TeacherEncoder(teacher, SWESettings.batch_size, progress=True).encode(texts)
 
 
 def parse_run(spec: str) -> dict[str, Any]:
@@ -129,8 +124,9 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {"teacher": scores(teacher)}
     extra: dict[str, tuple[list[str], np.ndarray]] = {}
     wanted = {name for spec in args.runs.split(",") for name in parse_run(spec.strip()) if name in EXTRA}
+    evaluation = {normal(s) for s in test_sentences}
     for name in sorted(wanted):
-        texts, dropped = extra_sentences(args.data, name, {normal(s) for s in test_sentences})
+        texts, dropped = extra_sentences(args.data, name, evaluation)
         started = time.perf_counter()
         extra[name] = texts, teacher_embeddings(texts, work / "onnx")
         seconds = time.perf_counter() - started

@@ -89,9 +89,11 @@ def recall(found: list[np.ndarray], truth: np.ndarray) -> float:
 
 
 def unreached(usearch: Any, keys: np.ndarray, vectors: np.ndarray, sample: int = 20_000) -> dict[str, int]:
-    """Indexed vectors whose own search (k=10, expansion 320 for both indexes) finds neither them nor an
-    identical vector."""
-    usearch.expansion_search = 320
+    """Indexed vectors whose own search (k=10, our default expansion for both indexes) finds neither them
+    nor an identical vector."""
+    from staticsem.search import HnswSettings
+
+    usearch.expansion_search = HnswSettings().expansion_search
     rows = np.random.default_rng(0).choice(len(keys), min(sample, len(keys)), replace=False)
     found = usearch.search(np.asarray(vectors[rows], dtype=np.float32), 10, threads=2)
     reached = (found.keys == keys[rows, None]).any(axis=1) | (found.distances[:, 0] < 1e-3)

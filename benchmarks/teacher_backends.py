@@ -35,14 +35,16 @@ STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
 class TeacherEncoder:
     """The teacher's own sentence embeddings through ``Teacher.forward`` (any backend)."""
 
-    def __init__(self, teacher: Any, batch: int = 64) -> None:
-        self.teacher, self.batch = teacher, batch
+    def __init__(self, teacher: Any, batch: int = 64, progress: bool = False) -> None:
+        self.teacher, self.batch, self.progress = teacher, batch, progress
 
     def encode(self, texts: list[str]) -> np.ndarray:
+        from tqdm import tqdm
+
         from staticsem.distillation.extract import length_batches
 
         out = np.zeros((len(texts), self.teacher.model.get_sentence_embedding_dimension()), np.float32)
-        for chosen in length_batches(texts, self.batch):
+        for chosen in tqdm(length_batches(texts, self.batch), "teacher", disable=not self.progress):
             out[chosen] = self.teacher.forward([texts[i] for i in chosen]).sentence.numpy()
         return out
 
