@@ -265,7 +265,9 @@ def test_cli_rejects_contrastive_options_for_other_methods(parallel_dir: Path) -
     runner = CliRunner()
     common = ["distill", "--corpus", str(parallel_dir / "english.txt"), "--out", str(parallel_dir / "m")]
     result = runner.invoke(app, [*common, "--method", "ase", "--parallel", str(parallel_dir / "train.tsv")])
-    assert result.exit_code != 0 and "--objective and --parallel are for the swe method" in result.output
+    assert result.exit_code != 0 and "--parallel and --kd-corpus are for the swe method" in result.output
+    result = runner.invoke(app, [*common, "--method", "ase", "--kd-corpus", str(parallel_dir / "german.txt")])
+    assert result.exit_code != 0 and "--kd-corpus are for the swe method" in result.output
     result = runner.invoke(app, [*common, "--objective", "contrastive"])
     assert result.exit_code != 0 and "needs --parallel" in result.output
     assert not (parallel_dir / "m").exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -318,3 +319,43 @@ def test_moved_corpus_with_the_same_content_reuses_every_step(
     )
     pipeline.run()
     assert teacher.batches == 0
+
+
+def test_kd_corpus_adds_targets_in_order_reuses_extraction_and_resumes(
+    corpus_dir: Path, subword_tokenizer: Tokenizer
+) -> None:
+    extra = write_corpus(corpus_dir / "domain.txt", count=300, seed=7)
+    plain_teacher = FakeTeacher(subword_tokenizer)
+    plain = run(corpus_dir, plain_teacher, out="plain")
+    # interrupted in the targets pass (after the extraction's batches), then resumed
+    with pytest.raises(KeyboardInterrupt):
+        run(corpus_dir, FakeTeacher(subword_tokenizer, fail_after=4), out="plain", kd_corpus=(str(extra),))
+    teacher = FakeTeacher(subword_tokenizer)
+    model = run(corpus_dir, teacher, out="plain", kd_corpus=(str(extra),))
+    steps = model.metadata["steps"]
+    added = steps["targets"]["teacher_passes"]
+    chosen = set(json.loads((corpus_dir / ".plain.work" / "select.json").read_text())["sentences"])
+    sentences = json.loads((corpus_dir / ".plain.work" / "targets.json").read_text())["sentences"]
+    assert len(sentences) == added > 200 and not chosen & set(sentences)
+    assert 0 < teacher.sentences < added  # the extraction reused; the targets pass went on where it stopped
+    assert model.metadata["teacher_passes"] == plain.metadata["teacher_passes"] + added
+    assert steps["kd"]["kd_train"] + steps["kd"]["kd_dev"] == plain_teacher.sentences + added
+    # the stored targets are the teacher's embeddings of those sentences, row for row
+    stored = load_file(str(corpus_dir / ".plain.work" / "targets.safetensors"))["embeddings"]
+    expected = FakeTeacher(subword_tokenizer).forward(sentences[:50]).sentence.numpy()
+    np.testing.assert_allclose(stored[:50], expected, atol=1e-5)
+    assert not np.allclose(model.vectors, plain.vectors)
+    # a rerun reuses every step
+    again = FakeTeacher(subword_tokenizer)
+    run(corpus_dir, again, out="plain", kd_corpus=(str(extra),))
+    assert again.batches == 0
+
+
+def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
+    corpus = corpus_dir / "corpus.txt"
+    with pytest.raises(InputError, match="missing"):
+        settings(corpus, kd_corpus=(str(corpus_dir / "nope.txt"),)).validate()
+    with pytest.raises(InputError, match="needs --objective kd or both"):
+        settings(corpus, kd_corpus=(str(corpus),), stages=("extract", "pca")).validate()
+    with pytest.raises(InputError, match="text files"):
+        settings(corpus, kd_corpus=("embedded",)).validate()

@@ -57,6 +57,13 @@ def distill(
             help="swe: sentence pairs (left<TAB>right per line; repeatable) for contrastive training."
         ),
     ] = None,
+    kd_corpus: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="swe: text file (repeatable) whose sentences are distillation targets only: one teacher "
+            "pass each for its sentence embedding, no word states (e.g. unlabelled text of your domain)."
+        ),
+    ] = None,
     splitter: Annotated[
         str,
         typer.Option(
@@ -154,8 +161,8 @@ def distill(
 
     logging.getLogger("staticsem").setLevel(logging.INFO)
     options: dict[str, Any] = {}
-    if (parallel or objective != "kd") and method != "swe":
-        raise InputError("--objective and --parallel are for the swe method")
+    if (parallel or kd_corpus or objective != "kd") and method != "swe":
+        raise InputError("--objective, --parallel and --kd-corpus are for the swe method")
     if keep_analysis and method != "swe":
         raise InputError("--keep-analysis is for the swe method")
     if lr is not None and method not in ("x2static", "glove"):
@@ -186,6 +193,7 @@ def distill(
         if method == "swe":
             options["stages"] = tuple(s.strip() for s in stages.split(",") if s.strip())
             options.update(objective=objective, parallel=tuple(str(p) for p in parallel or ()))
+            options["kd_corpus"] = tuple(str(p) for p in kd_corpus or ())
             options["keep_analysis"] = keep_analysis
     elif method == "x2static":
         options.update(context=context, max_corpus_sentences=max_sentences, prompt=prompt, splitter=splitter)

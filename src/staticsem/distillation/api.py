@@ -66,7 +66,8 @@ def distill(
     :param corpus: text files (``.txt``, ``.gz``, ``.jsonl``), ``-`` or ``embedded`` (corpus methods);
         ``LANG=FILE`` tags a language, and two or more languages give a cross-lingual swe/ase model.
     :param options: method settings: the fields of ``SWESettings`` (swe, ase: e.g. ``sentences_per_word``,
-        ``layer``, ``objective``/``parallel`` for contrastive training, ``languages``, ``prompt``),
+        ``layer``, ``objective``/``parallel`` for contrastive training, ``kd_corpus`` (text read for
+        distillation targets only), ``languages``, ``prompt``),
         ``keep_analysis`` (swe: also put ``analysis.safetensors`` in the model folder, not only in the
         work folder), ``X2StaticSettings`` (x2static: e.g. ``context``, ``epochs``), the keywords of
         ``distill_classic`` (word2vec, fasttext: e.g. ``sg``, ``epochs``), the fields of ``GloveSettings``
@@ -148,7 +149,7 @@ def distill(
             if "stages" in options:
                 raise InputError("the ase method is stage 1 alone; --stages is for swe")
             common["stages"] = ("extract",)
-    for name in ("parallel", "languages"):  # lists of paths or codes become the settings' tuples
+    for name in ("parallel", "languages", "kd_corpus"):  # lists of paths or codes become the settings' tuples
         if name in options and not isinstance(options[name], str):
             options[name] = tuple(str(item) for item in options[name])
     unknown = sorted(set(options) - {f.name for f in fields(settings_type)})

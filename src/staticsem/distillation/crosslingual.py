@@ -8,12 +8,17 @@ numbers). PCA and training then see the sentences of every language.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors.numpy import load_file, save_file
 
 from staticsem.distillation.corpus import untag
 from staticsem.errors import InputError
+from staticsem.io import load
+from staticsem.io.atomic import atomic_file
+from staticsem.model import StaticModel
 
 
 def language_sources(settings: Any) -> dict[str, tuple[str, ...]]:
@@ -72,3 +77,43 @@ def merge_vocabularies(
         raise InputError("no words in any language to merge")
     vectors = (np.stack(sums) / np.asarray(counts, dtype=np.float64)[:, None]).astype(np.float32)
     return list(index), vectors, shared
+
+
+def merge_runs(
+    runs: Mapping[str, tuple[Path, Mapping[str, dict[str, Any]]]], folder: Path, method: str
+) -> dict[str, Any]:
+    """Join the languages' stage-1 results (``runs``: language → its work folder and step records) into
+    ``folder``: the merged stage-1 table, every per-sentence row all languages have, in language order;
+    returns the merge record (the chosen sentences, the words and their summed counts, per-language stats).
+    """
+    stage1 = {lang: load(work / "stage1") for lang, (work, _) in runs.items()}
+    tables = {lang: (model.vocab, model.vectors) for lang, model in stage1.items()}
+    words, vectors, shared = merge_vocabularies(tables)
+    first = next(iter(stage1.values()))
+    StaticModel(
+        words,
+        vectors,
+        tokenizer=first.tokenizer,
+        metadata={"method": method, "stage": "extract"},
+        splitter=first.splitter.name,
+    ).save(folder / "stage1", dtype="float32")
+    per_run = [load_file(str(work / "stage1.safetensors")) for work, _ in runs.values()]
+    shared_keys = set.intersection(*(set(rows) for rows in per_run))  # token_means: every run has them
+    with atomic_file(folder / "stage1.safetensors") as tmp:
+        save_file({key: np.concatenate([rows[key] for rows in per_run]) for key in shared_keys}, str(tmp))
+    counts: dict[str, int] = {}
+    for _, records in runs.values():
+        for word, count in zip(records["vocab"]["words"], records["vocab"]["counts"], strict=True):
+            counts[word] = counts.get(word, 0) + count
+    stats = {lang: records["select"]["stats"] for lang, (_, records) in runs.items()}
+    return {
+        "sentences": [s for _, records in runs.values() for s in records["select"]["sentences"]],
+        "words": words,
+        "counts": [counts.get(w, 0) for w in words],
+        "stats": {k: sum(st[k] for st in stats.values()) for k in ("sentences_chosen", "reference_passes")},
+        "languages": {
+            lang: {"words": len(tables[lang][0]), "shared_with_earlier": shared[lang], **stats[lang]}
+            for lang in runs
+        },
+        "words_seen": len(words),
+    }

@@ -23,8 +23,14 @@ from safetensors.numpy import load_file, save_file
 
 from staticsem.distillation.abtt import default_remove_top, fit_abtt
 from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
-from staticsem.distillation.corpus import check_sources, fingerprint_sources
-from staticsem.distillation.crosslingual import language_sources, merge_vocabularies
+from staticsem.distillation.corpus import (
+    EMBEDDED,
+    CorpusOptions,
+    check_sources,
+    fingerprint_sources,
+    iter_sentences,
+)
+from staticsem.distillation.crosslingual import language_sources, merge_runs
 from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import Contrastive, Distillation, KDSettings, Objective, train_table
 from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, backend_key, check_backend
@@ -65,6 +71,9 @@ class SWESettings:
     kd: KDSettings = field(default_factory=KDSettings)
     objective: str = "kd"  # stage 3: kd, contrastive (needs parallel) or both
     parallel: tuple[str, ...] = ()  # sentence-pair files (left<TAB>right) for the contrastive objective
+    # text read for the distillation targets only: its sentences' teacher embeddings join the chosen
+    # sentences' in stage 3a (no word states; e.g. unlabelled text of the domain the model will serve)
+    kd_corpus: tuple[str, ...] = ()
     languages: tuple[str, ...] = ()  # split an untagged corpus into these languages (py3langid)
     language: str | None = None  # set on a per-language run of an untagged corpus
     prompt: str | None = None  # teacher prompt name or text put before every sentence [its default]
@@ -94,6 +103,12 @@ class SWESettings:
         for path in self.parallel:
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
+        if self.kd_corpus:
+            if self.objective == "contrastive" or "kd" not in self.stages:
+                raise InputError("--kd-corpus feeds the distillation step: it needs --objective kd or both")
+            if "-" in self.kd_corpus or EMBEDDED in self.kd_corpus:
+                raise InputError("--kd-corpus takes text files (not '-' or 'embedded')")
+            check_sources(self.kd_corpus)
         check_splitter(self.splitter)
         check_backend(self.teacher_backend)
         check_sources(self.corpus)
@@ -157,6 +172,19 @@ class Pipeline(StepRun):
             {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
         )
         objective = {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
+        if s.kd_corpus:  # keys of runs without a KD-only corpus stay as they were
+            keys["targets"] = fingerprint(
+                {
+                    "sources": [p["sha256"] for p in fingerprint_sources(s.kd_corpus)],
+                    "select": keys.get("select", extract_key),
+                    "teacher": s.teacher,
+                    "words": (s.min_words, s.max_words),
+                    "batch": s.batch_size,
+                    "prompt": s.prompt,
+                    **backend_key(s.teacher_backend),
+                }
+            )
+            objective["targets"] = keys["targets"]
         kd = fingerprint({"pca": pca, "kd": asdict(s.kd), **objective})
         return {**keys, "pca": pca, "kd": kd}
 
@@ -171,7 +199,10 @@ class Pipeline(StepRun):
             self._teacher = run._teacher
             self.records.update({f"{step}-{language}": record for step, record in run.records.items()})
         first = ("merge",) if self.subruns else ("vocab", "select", "extract")
-        self.run_steps((*first, *self.settings.stages[1:]), self.keys)
+        later = self.settings.stages[1:]
+        if self.settings.kd_corpus:  # the KD-only targets just before the step that uses them
+            later = (*later[:-1], "targets", later[-1])
+        self.run_steps((*first, *later), self.keys)
         final = self.settings.stages[-1]
         model = load(self.work.folder / {"extract": "stage1", "pca": "stage2", "kd": "stage3"}[final])
         model.metadata = self._metadata()
@@ -241,6 +272,34 @@ class Pipeline(StepRun):
             "lowercase": vocab["lowercase"],
         }
 
+    def _targets(self) -> dict[str, Any]:
+        """Teacher embeddings of the KD-only corpus's sentences (those not chosen already): one pass each,
+        resumable like stage 1, no word states."""
+        s, chosen = self.settings, set(self.chosen["sentences"])
+        options = CorpusOptions(s.min_words, s.max_words)
+        sentences = [t for t in iter_sentences(s.kd_corpus, options) if t not in chosen]
+        if not sentences:
+            raise InputError(
+                f"--kd-corpus {' '.join(s.kd_corpus)}: no new sentence of {s.min_words} to "
+                f"{s.max_words} words"
+            )
+        partial = self.work.folder / f"targets-{self.keys['targets']}.partial.safetensors"
+        result = (self.scale.extract if self.scale else extract)(
+            self.teacher,
+            sentences,
+            [],
+            lowercase=self.teacher.lowercases,
+            batch_size=s.batch_size,
+            checkpoint=partial,
+            save_every=self.save_every,
+            show_progress=self.progress,
+            splitter=self.splitter,
+        )
+        with atomic_file(self.work.folder / "targets.safetensors") as tmp:
+            save_file({"embeddings": result.embeddings}, str(tmp))
+        partial.unlink(missing_ok=True)
+        return {"sentences": sentences, "teacher_passes": result.passes}
+
     def _pca(self) -> dict[str, Any]:
         stage1 = load(self.work.folder / "stage1")
         sentences = self.chosen["sentences"]
@@ -278,44 +337,8 @@ class Pipeline(StepRun):
 
     def _merge(self) -> dict[str, Any]:
         """Join the languages' stage-1 tables (identical strings averaged) and their chosen sentences."""
-        runs = self.subruns
-        stage1 = {lang: load(run.work.folder / "stage1") for lang, run in runs.items()}
-        tables = {lang: (model.vocab, model.vectors) for lang, model in stage1.items()}
-        words, vectors, shared = merge_vocabularies(tables)
-        first = next(iter(stage1.values()))
-        StaticModel(
-            words,
-            vectors,
-            tokenizer=first.tokenizer,
-            metadata={"method": self.method, "stage": "extract"},
-            splitter=first.splitter.name,
-        ).save(self.work.folder / "stage1", dtype="float32")
-        per_run = [load_file(str(r.work.folder / "stage1.safetensors")) for r in runs.values()]
-        shared_keys = set.intersection(*(set(rows) for rows in per_run))  # token_means: every run has them
-        with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
-            save_file({key: np.concatenate([rows[key] for rows in per_run]) for key in shared_keys}, str(tmp))
-        counts: dict[str, int] = {}
-        for run in runs.values():
-            for word, count in zip(
-                run.records["vocab"]["words"], run.records["vocab"]["counts"], strict=True
-            ):
-                counts[word] = counts.get(word, 0) + count
-        stats = [r.records["select"]["stats"] for r in runs.values()]
-        return {
-            "sentences": [s for r in runs.values() for s in r.records["select"]["sentences"]],
-            "words": words,
-            "counts": [counts.get(w, 0) for w in words],
-            "stats": {k: sum(st[k] for st in stats) for k in ("sentences_chosen", "reference_passes")},
-            "languages": {
-                lang: {
-                    "words": len(tables[lang][0]),
-                    "shared_with_earlier": shared[lang],
-                    **r.records["select"]["stats"],
-                }
-                for lang, r in runs.items()
-            },
-            "words_seen": len(words),
-        }
+        runs = {language: (run.work.folder, run.records) for language, run in self.subruns.items()}
+        return merge_runs(runs, self.work.folder, self.method)
 
     def _kd(self) -> dict[str, Any]:
         stage2 = load(self.work.folder / "stage2")
@@ -323,9 +346,12 @@ class Pipeline(StepRun):
         objectives: list[Objective] = []
         if s.objective in ("kd", "both"):
             targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
-            objectives.append(
-                Distillation(stage2, self.chosen["sentences"], targets, s.kd.tau, s.kd.center_targets)
-            )
+            sentences = self.chosen["sentences"]
+            if s.kd_corpus:
+                more = load_file(str(self.work.folder / "targets.safetensors"))["embeddings"]
+                targets = np.concatenate([targets, more])
+                sentences = [*sentences, *self.records["targets"]["sentences"]]
+            objectives.append(Distillation(stage2, sentences, targets, s.kd.tau, s.kd.center_targets))
         if s.objective in ("contrastive", "both"):
             objectives.append(Contrastive(stage2, *read_pairs(s.parallel), s.kd.tau))
         trained, stats = train_table(stage2, objectives, replace(s.kd, seed=s.seed), self.progress)
@@ -335,7 +361,8 @@ class Pipeline(StepRun):
     # ------------------------------------------------------------------ outputs
     def _metadata(self) -> dict[str, Any]:
         select = self.chosen["stats"]
-        return self.metadata(select["sentences_chosen"], reference_passes=select["reference_passes"])
+        passes = select["sentences_chosen"] + self.records.get("targets", {}).get("teacher_passes", 0)
+        return self.metadata(passes, reference_passes=select["reference_passes"])
 
     def _write_analysis(self) -> None:
         """Stage-1 vectors, sentence mean, removed components and counts for ``staticsem analyze``.
