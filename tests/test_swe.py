@@ -20,7 +20,7 @@ from tokenizers import Tokenizer
 import staticsem
 from fakes import FakeTeacher, write_corpus
 from staticsem.distillation.abtt import fit_abtt
-from staticsem.distillation.kd import Distillation, KDSettings, similarity_loss
+from staticsem.distillation.kd import Distillation, KDSettings, _Split, similarity_loss
 from staticsem.distillation.pipeline import Pipeline, SWESettings
 from staticsem.errors import InputError
 
@@ -219,6 +219,38 @@ def test_dev_losses_pooled_at_once_equal_each_batch_s_own_loss(tiny_model: stati
     assert len(set(each)) == len(each)  # four different batches, four different losses
 
 
+def test_neighbour_groups_fill_their_share_of_each_batch_with_teacher_neighbours(
+    tiny_model: staticsem.StaticModel,
+) -> None:
+    rng = np.random.default_rng(2)
+    words = list(tiny_model.vocab)
+    sentences = [" ".join(rng.choice(words, size=3)) for _ in range(4000)]
+    centres = rng.normal(
+        size=(400, 64)
+    )  # 400 clusters of 10 sentences: a sentence's neighbours are its 9 mates
+    targets = (np.repeat(centres, 10, axis=0) + 0.3 * rng.normal(size=(4000, 64))).astype(np.float32)
+    kd = Distillation(tiny_model, sentences, targets, 0.05)
+    unit = kd.directions()
+    settings = KDSettings(batch_size=64, dev_size=400, group_share=0.5, group_size=8, group_pool=4000)
+    split = _Split(kd, settings, np.random.default_rng(0))
+    plain = _Split(kd, KDSettings(batch_size=64, dev_size=400), np.random.default_rng(0))
+    train = set(split.train.tolist())
+
+    def nearest_cosine(rows: np.ndarray) -> float:  # share of rows with a cluster mate in the batch
+        cosines = unit[rows] @ unit[rows].T
+        np.fill_diagonal(cosines, -2.0)
+        return float((cosines.max(axis=1) > 0.5).mean())
+
+    grouped, random = [], []
+    for _ in range(60):
+        rows = split.next_batch()
+        assert 56 <= len(rows) <= 64 and len(set(rows.tolist())) == len(rows) and set(rows.tolist()) <= train
+        grouped.append(nearest_cosine(rows))
+        random.append(nearest_cosine(plain.next_batch()))
+    # 4 groups of 8 (a seed and its 7 nearest): half the rows or more; a random batch has a few
+    assert np.mean(grouped) >= 0.5 > 0.3 > np.mean(random)
+
+
 def test_centred_targets_restore_the_structure_a_shared_direction_hides(
     tiny_model: staticsem.StaticModel,
 ) -> None:
@@ -359,3 +391,5 @@ def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
         settings(corpus, kd_corpus=(str(corpus),), stages=("extract", "pca")).validate()
     with pytest.raises(InputError, match="text files"):
         settings(corpus, kd_corpus=("embedded",)).validate()
+    with pytest.raises(InputError, match="kd-groups must be within 0..1"):
+        settings(corpus, kd=KDSettings(group_share=1.5)).validate()

@@ -120,6 +120,13 @@ def distill(
     ] = None,
     stages: Annotated[str, typer.Option(help="swe: a prefix of extract,pca,kd.")] = "extract,pca,kd",
     kd_max_steps: Annotated[int, typer.Option(help="swe: cap on distillation steps.")] = 30_000,
+    kd_groups: Annotated[
+        float,
+        typer.Option(
+            help="swe: share of each distillation batch made of neighbour groups (a random sentence and "
+            "its 7 nearest by teacher embedding: hard negatives) [0: random batches]."
+        ),
+    ] = 0.0,
     dim: Annotated[int, typer.Option(help="Dimensions of the model.")] = 256,
     sif: Annotated[float, typer.Option(help="token: SIF coefficient for Zipf weights (0 = off).")] = 1e-4,
     dtype: Annotated[str, typer.Option(help="Storage: float16, float32 or int8.")] = "float16",
@@ -184,7 +191,7 @@ def distill(
             max_corpus_sentences=max_sentences,
             pca_sentences=pca_sentences,
             remove_top=remove_top,
-            kd=KDSettings(max_steps=kd_max_steps),
+            kd=KDSettings(max_steps=kd_max_steps, group_share=kd_groups),
             layer=layer,
             languages=tuple(x.strip() for x in (languages or "").split(",") if x.strip()),
             prompt=prompt,

@@ -103,6 +103,11 @@ class SWESettings:
         for path in self.parallel:
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
+        if not 0.0 <= self.kd.group_share <= 1.0 or self.kd.group_size < 2:
+            raise InputError(
+                f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
+                f"{self.kd.group_share} and {self.kd.group_size}"
+            )
         if self.kd_corpus:
             if self.objective == "contrastive" or "kd" not in self.stages:
                 raise InputError("--kd-corpus feeds the distillation step: it needs --objective kd or both")
