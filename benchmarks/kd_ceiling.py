@@ -78,6 +78,7 @@ def teacher_embeddings(texts: list[str], cache: Path) -> np.ndarray:
 
     from staticsem.distillation.pipeline import SWESettings
     from staticsem.distillation.teacher import Teacher
+    from staticsem.io.atomic import atomic_file
     from teacher_backends import TeacherEncoder
 
     stored = cache / f"kd-extra-{hashlib.sha256(chr(10).join(texts).encode()).hexdigest()[:16]}.safetensors"
@@ -85,7 +86,8 @@ def teacher_embeddings(texts: list[str], cache: Path) -> np.ndarray:
         return load_file(str(stored))["embeddings"]
     teacher = Teacher(backend="onnx-int8", cache=cache)
     embeddings = TeacherEncoder(teacher, SWESettings.batch_size, progress=True).encode(texts)
-    save_file({"embeddings": embeddings}, str(stored))
+    with atomic_file(stored) as tmp:
+        save_file({"embeddings": embeddings}, str(tmp))
     return embeddings
 
 
@@ -105,17 +107,11 @@ def write_text(args: Any) -> None:
 def refit(work: Path, sentences: list[str], dim: int) -> Any:
     """A stage-2 table of ``dim`` dimensions from the work folder's stage 1, as the build's PCA step."""
     import staticsem
-    from staticsem.distillation.abtt import default_remove_top, fit_abtt
+    from staticsem.distillation.abtt import sentence_pca
     from staticsem.distillation.pipeline import SWESettings
-    from staticsem.model import StaticModel
 
     stage1 = staticsem.load(work / "stage1")
-    rng = np.random.default_rng(0)
-    sample = [sentences[i] for i in sorted(rng.permutation(len(sentences))[: SWESettings.pca_sentences])]
-    abtt = fit_abtt(stage1, sample, default_remove_top(stage1.dim), dim, 0)
-    return StaticModel(
-        stage1.vocab, abtt.apply(stage1.vectors), tokenizer=stage1.tokenizer, splitter=stage1.splitter.name
-    )
+    return sentence_pca(stage1, sentences, SWESettings.pca_sentences, None, dim)[0]
 
 
 def parse_run(spec: str) -> dict[str, Any]:

@@ -67,3 +67,28 @@ def fit_abtt(stage1: StaticModel, sentences: Sequence[str], remove_top: int, dim
         components[remove_top:],
         pca.explained_variance_ratio_.astype(np.float32),
     )
+
+
+def sentence_pca(
+    stage1: StaticModel,
+    sentences: Sequence[str],
+    sample_size: int,
+    remove_top: int | None,
+    dim: int,
+    seed: int = 0,
+) -> tuple[StaticModel, ABTT]:
+    """Stage 2 from stage 1: ABTT fitted on ``sample_size`` of ``sentences`` (drawn with ``seed``), the top
+    ``remove_top`` components removed [teacher width / 100] and at most ``dim`` kept; the projected table and
+    the fit."""
+    rng = np.random.default_rng(seed)
+    sample = [sentences[i] for i in sorted(rng.permutation(len(sentences))[:sample_size])]
+    top = default_remove_top(stage1.dim) if remove_top is None else remove_top
+    abtt = fit_abtt(stage1, sample, top, min(dim, stage1.dim - top), seed)
+    stage2 = StaticModel(
+        stage1.vocab,
+        abtt.apply(stage1.vectors),
+        tokenizer=stage1.tokenizer,
+        metadata={"method": "swe", "stage": "pca"},
+        splitter=stage1.splitter.name,
+    )
+    return stage2, abtt

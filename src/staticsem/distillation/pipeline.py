@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
-from staticsem.distillation.abtt import default_remove_top, fit_abtt
+from staticsem.distillation.abtt import sentence_pca
 from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
 from staticsem.distillation.corpus import (
     EMBEDDED,
@@ -306,22 +306,9 @@ class Pipeline(StepRun):
         return {"sentences": sentences, "teacher_passes": result.passes}
 
     def _pca(self) -> dict[str, Any]:
+        s, sentences = self.settings, self.chosen["sentences"]
         stage1 = load(self.work.folder / "stage1")
-        sentences = self.chosen["sentences"]
-        rng = np.random.default_rng(self.settings.seed)
-        sample = [
-            sentences[i] for i in sorted(rng.permutation(len(sentences))[: self.settings.pca_sentences])
-        ]
-        top = default_remove_top(stage1.dim) if self.settings.remove_top is None else self.settings.remove_top
-        dim = min(self.settings.dim, stage1.dim - top)
-        abtt = fit_abtt(stage1, sample, top, dim, self.settings.seed)
-        stage2 = StaticModel(
-            stage1.vocab,
-            abtt.apply(stage1.vectors),
-            tokenizer=stage1.tokenizer,
-            metadata={"method": "swe", "stage": "pca"},
-            splitter=stage1.splitter.name,
-        )
+        stage2, abtt = sentence_pca(stage1, sentences, s.pca_sentences, s.remove_top, s.dim, s.seed)
         stage2.save(self.work.folder / "stage2", dtype="float32")
         with atomic_file(self.work.folder / "abtt.safetensors") as tmp:
             save_file(
@@ -333,10 +320,11 @@ class Pipeline(StepRun):
                 },
                 str(tmp),
             )
+        top = len(abtt.removed)
         return {
             "remove_top": top,
-            "dim": dim,
-            "pca_sentences": len(sample),
+            "dim": len(abtt.kept),
+            "pca_sentences": min(s.pca_sentences, len(sentences)),
             "removed_variance": float(abtt.explained[:top].sum()),
         }
 
