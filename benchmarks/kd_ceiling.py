@@ -71,9 +71,10 @@ def extra_sentences(data: Path, name: str, exclude: set[str]) -> tuple[list[str]
     return kept, len(found) - len(kept)
 
 
-def teacher_embeddings(texts: list[str], cache: Path) -> np.ndarray:
-    """The packaged teacher's sentence embeddings through the int8 ONNX backend, as the build runs it;
-    kept in ``cache`` under a hash of the texts, so later runs skip the teacher."""
+def teacher_embeddings(texts: list[str], cache: Path, name: str | None = None) -> np.ndarray:
+    """The teacher's (``name``, default the packaged one) sentence embeddings through the int8 ONNX
+    backend, as the build runs it; kept in ``cache`` under a hash of the texts (and ``name``), so later
+    runs skip the teacher."""
     from safetensors.numpy import load_file, save_file
 
     from staticsem.distillation.pipeline import SWESettings
@@ -81,10 +82,11 @@ def teacher_embeddings(texts: list[str], cache: Path) -> np.ndarray:
     from staticsem.io.atomic import atomic_file
     from teacher_backends import TeacherEncoder
 
-    stored = cache / f"kd-extra-{hashlib.sha256(chr(10).join(texts).encode()).hexdigest()[:16]}.safetensors"
+    key = chr(10).join(texts if name is None else [name, *texts])
+    stored = cache / f"kd-extra-{hashlib.sha256(key.encode()).hexdigest()[:16]}.safetensors"
     if stored.is_file():
         return load_file(str(stored))["embeddings"]
-    teacher = Teacher(backend="onnx-int8", cache=cache)
+    teacher = Teacher(name, backend="onnx-int8", cache=cache)
     embeddings = TeacherEncoder(teacher, SWESettings.batch_size, progress=True).encode(texts)
     with atomic_file(stored) as tmp:
         save_file({"embeddings": embeddings}, str(tmp))
