@@ -106,7 +106,7 @@ def domain_words(work: Path, sentences: list[str], least: int) -> Any:
     from safetensors.numpy import load_file, save_file
 
     import staticsem
-    from staticsem.distillation.abtt import ABTT
+    from staticsem.distillation.abtt import ABTT, ABTT_FILE
     from staticsem.distillation.extract import extract
     from staticsem.distillation.teacher import Teacher
     from staticsem.io.atomic import atomic_file
@@ -125,9 +125,7 @@ def domain_words(work: Path, sentences: list[str], least: int) -> Any:
         vectors = extract(teacher, sentences, new, lowercase=True).vectors()
         with atomic_file(stored) as tmp:
             save_file({"vectors": vectors}, str(tmp))
-    stored_abtt = load_file(str(work / "abtt.safetensors"))  # as Pipeline._pca wrote it
-    abtt = ABTT(*(stored_abtt[k] for k in ("mean", "components", "kept", "explained")))
-    table = np.vstack([stage2.vectors, abtt.apply(vectors)])
+    table = np.vstack([stage2.vectors, ABTT.load(work / ABTT_FILE).apply(vectors)])
     return StaticModel(
         [*stage2.vocab, *new], table, tokenizer=stage2.tokenizer, splitter=stage2.splitter.name
     ), len(new)

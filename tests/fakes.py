@@ -106,10 +106,7 @@ class FakeTeacher:
 
 # modules whose safetensors writes ``kill_inside_write`` watches
 WRITERS = (
-    "staticsem.distillation.checkpoint",
-    "staticsem.distillation.extract",
-    "staticsem.distillation.pipeline",
-    "staticsem.distillation.x2static",
+    "staticsem.io.atomic",  # save_tensors: every checkpoint, step output and training state
     "staticsem.io.native",
 )
 

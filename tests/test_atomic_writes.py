@@ -167,3 +167,16 @@ def test_failed_encode_output_keeps_the_old_file(
 
     fails_halfway(disk, work, encode)
     assert out.read_bytes() == b"precious"
+
+
+def test_save_tensors_keeps_arrays_of_any_memory_order(tmp_path: Path) -> None:
+    from safetensors.numpy import load_file
+
+    from staticsem.io.atomic import save_tensors
+
+    fortran = np.asfortranarray(np.arange(24, dtype=np.float32).reshape(4, 6))
+    arrays = {"whole": fortran, "rows": fortran[1:], "columns": fortran[:, ::2], "transposed": fortran.T}
+    save_tensors(tmp_path / "t.safetensors", arrays)
+    back = load_file(str(tmp_path / "t.safetensors"))
+    assert back.keys() == arrays.keys() and all(np.array_equal(back[k], v) for k, v in arrays.items())
+    assert [p.name for p in tmp_path.iterdir()] == ["t.safetensors"]  # no temporary file left

@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 import staticsem
 from fakes import FakeTeacher, write_corpus
-from staticsem.distillation.abtt import fit_abtt
+from staticsem.distillation.abtt import ABTT, ABTT_FILE, fit_abtt
 from staticsem.distillation.kd import Distillation, KDSettings, _Split, similarity_loss
 from staticsem.distillation.pipeline import Pipeline, SWESettings
 from staticsem.errors import InputError
@@ -78,6 +78,12 @@ def test_full_pipeline_writes_model_metadata_and_analysis(
     assert {p.name for p in (corpus_dir / "model").iterdir()} == files
     analysis = load_file(str(corpus_dir / ".model.work" / "analysis.safetensors"))
     assert analysis["stage1"].shape == (len(model), 16) and analysis["components"].shape == (1, 16)
+    # the stored fit is the one the PCA step applied: it maps stage 1 onto stage 2 and gives the analysis
+    work = corpus_dir / ".model.work"
+    abtt = ABTT.load(work / ABTT_FILE)
+    stage1, stage2 = staticsem.load(work / "stage1"), staticsem.load(work / "stage2")
+    np.testing.assert_allclose(abtt.apply(stage1.vectors), stage2.vectors, atol=1e-5)
+    np.testing.assert_array_equal(analysis["components"], abtt.removed)
     # ...unless asked for: a rerun reuses every step and adds it
     teacher = FakeTeacher(subword_tokenizer)
     again = run(corpus_dir, teacher, keep_analysis=True)

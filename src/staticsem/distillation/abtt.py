@@ -10,14 +10,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+from safetensors.numpy import load_file
 from sklearn.decomposition import PCA
 
 from staticsem.errors import InputError
+from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
+
+ABTT_FILE = "abtt.safetensors"  # the PCA step's fit, in the work folder
 
 
 @dataclass
@@ -32,6 +37,22 @@ class ABTT:
     def apply(self, vectors: np.ndarray) -> np.ndarray:
         """Project word vectors (V × d) to V × D."""
         return ((vectors - self.mean) @ self.kept.T).astype(np.float32)
+
+    def save(self, path: Path) -> None:
+        """Write the fit to ``path`` (safetensors, atomically; the removed directions as ``components``)."""
+        tensors = {
+            "mean": self.mean,
+            "components": self.removed,
+            "kept": self.kept,
+            "explained": self.explained,
+        }
+        save_tensors(path, tensors)
+
+    @classmethod
+    def load(cls, path: Path) -> ABTT:
+        """The fit ``save`` wrote to ``path``."""
+        tensors = load_file(str(path))
+        return cls(tensors["mean"], tensors["components"], tensors["kept"], tensors["explained"])
 
 
 def default_remove_top(width: int) -> int:

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
-from staticsem.io.atomic import atomic_file
+from staticsem.io.atomic import atomic_file, save_tensors
 
 
 def fingerprint(settings: dict[str, Any], items: Sequence[str] = ()) -> str:
@@ -61,8 +61,7 @@ class ChunkStore:
 
     def save(self, index: int, arrays: dict[str, np.ndarray]) -> None:
         """Write chunk ``index`` atomically."""
-        with atomic_file(self.path(index)) as tmp:
-            save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(tmp))
+        save_tensors(self.path(index), arrays)
 
     def load(self, index: int) -> dict[str, np.ndarray]:
         """The arrays of finished chunk ``index``."""

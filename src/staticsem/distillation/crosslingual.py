@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
 from staticsem.distillation.corpus import untag
 from staticsem.errors import InputError
 from staticsem.io import load
-from staticsem.io.atomic import atomic_file
+from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
 
 
@@ -99,8 +99,10 @@ def merge_runs(
     ).save(folder / "stage1", dtype="float32")
     per_run = [load_file(str(work / "stage1.safetensors")) for work, _ in runs.values()]
     shared_keys = set.intersection(*(set(rows) for rows in per_run))  # token_means: every run has them
-    with atomic_file(folder / "stage1.safetensors") as tmp:
-        save_file({key: np.concatenate([rows[key] for rows in per_run]) for key in shared_keys}, str(tmp))
+    save_tensors(
+        folder / "stage1.safetensors",
+        {key: np.concatenate([rows[key] for rows in per_run]) for key in shared_keys},
+    )
     counts: dict[str, int] = {}
     for _, records in runs.values():
         for word, count in zip(records["vocab"]["words"], records["vocab"]["counts"], strict=True):

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 from tqdm.auto import tqdm
 
 from staticsem.distillation.teacher import Teacher
-from staticsem.io.atomic import atomic_file
+from staticsem.io.atomic import save_tensors
 from staticsem.text import WordSplitter, containing_span
 
 logger = logging.getLogger(__name__)
@@ -126,9 +126,8 @@ def save_partial(
     path: Path, sums: torch.Tensor, counts: torch.Tensor, rows: dict[str, np.ndarray], done: int
 ) -> None:
     """Save running sums, counts, per-sentence outputs and the number of finished batches."""
-    with atomic_file(path) as tmp:
-        arrays = {"sums": sums.numpy(), "counts": counts.numpy(), "done": np.array([done], np.int64)}
-        save_file({**arrays, **rows}, str(tmp))
+    arrays = {"sums": sums.numpy(), "counts": counts.numpy(), "done": np.array([done], np.int64)}
+    save_tensors(path, {**arrays, **rows})
 
 
 def zero_sums(words: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:

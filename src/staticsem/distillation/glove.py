@@ -35,7 +35,7 @@ from staticsem.distillation.checkpoint import Work, fingerprint
 from staticsem.distillation.classic import Sentences, _sentence_source
 from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources
 from staticsem.errors import InputError
-from staticsem.io.atomic import atomic_file
+from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
 
 if TYPE_CHECKING:
@@ -340,7 +340,7 @@ def _train_step(
     after_epoch: Callable[[int, float], None] | None,
 ) -> GloveTrainer:
     import torch
-    from safetensors.numpy import load_file, save_file
+    from safetensors.numpy import load_file
 
     coo = matrix.tocoo()
     rows, cols = torch.from_numpy(coo.row.astype(np.int64)), torch.from_numpy(coo.col.astype(np.int64))
@@ -359,8 +359,7 @@ def _train_step(
         range(first, s.epochs), desc="glove: epochs", disable=not show, initial=first, total=s.epochs
     ):
         cost = trainer.epoch(rows, cols, counts, epoch)
-        with atomic_file(state_path) as tmp:
-            save_file(trainer.state(), str(tmp))
+        save_tensors(state_path, trainer.state())
         work.finish("glove-training", key, {"epochs_done": epoch + 1, "cost": cost})
         logger.info("glove epoch %d/%d: cost %.5f", epoch + 1, s.epochs, cost)
         if after_epoch is not None:

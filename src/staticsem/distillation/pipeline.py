@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 
-from staticsem.distillation.abtt import sentence_pca
+from staticsem.distillation.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
 from staticsem.distillation.corpus import (
     EMBEDDED,
@@ -39,7 +39,7 @@ from staticsem.distillation.sampling import select_sentences
 from staticsem.distillation.steps import StepRun, check_splitter
 from staticsem.errors import InputError
 from staticsem.io import load
-from staticsem.io.atomic import atomic_file
+from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
@@ -267,8 +267,7 @@ class Pipeline(StepRun):
         per_sentence = {"embeddings": result.embeddings}
         if result.token_means is not None:
             per_sentence["token_means"] = result.token_means
-        with atomic_file(self.work.folder / "stage1.safetensors") as tmp:
-            save_file(per_sentence, str(tmp))
+        save_tensors(self.work.folder / "stage1.safetensors", per_sentence)
         partial.unlink(missing_ok=True)
         return {
             "teacher_passes": result.passes,
@@ -300,8 +299,7 @@ class Pipeline(StepRun):
             show_progress=self.progress,
             splitter=self.splitter,
         )
-        with atomic_file(self.work.folder / "targets.safetensors") as tmp:
-            save_file({"embeddings": result.embeddings}, str(tmp))
+        save_tensors(self.work.folder / "targets.safetensors", {"embeddings": result.embeddings})
         partial.unlink(missing_ok=True)
         return {"sentences": sentences, "teacher_passes": result.passes}
 
@@ -310,16 +308,7 @@ class Pipeline(StepRun):
         stage1 = load(self.work.folder / "stage1")
         stage2, abtt = sentence_pca(stage1, sentences, s.pca_sentences, s.remove_top, s.dim, s.seed)
         stage2.save(self.work.folder / "stage2", dtype="float32")
-        with atomic_file(self.work.folder / "abtt.safetensors") as tmp:
-            save_file(
-                {
-                    "mean": abtt.mean,
-                    "components": abtt.removed,
-                    "kept": abtt.kept,
-                    "explained": abtt.explained,
-                },
-                str(tmp),
-            )
+        abtt.save(self.work.folder / ABTT_FILE)
         top = len(abtt.removed)
         return {
             "remove_top": top,
@@ -363,22 +352,21 @@ class Pipeline(StepRun):
         Written to the work folder (where ``analyze`` looks too); also into the model folder only with
         ``keep_analysis``: it is larger than the model and encoding does not need it.
         """
-        if not (self.work.folder / "abtt.safetensors").is_file() or "pca" not in self.settings.stages:
+        if not (self.work.folder / ABTT_FILE).is_file() or "pca" not in self.settings.stages:
             return
         stage1 = load(self.work.folder / "stage1")
-        abtt = load_file(str(self.work.folder / "abtt.safetensors"))
+        abtt = ABTT.load(self.work.folder / ABTT_FILE)
         vocab = self.records["merge" if self.subruns else "vocab"]
         corpus_counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
         counts = np.array([corpus_counts[w] for w in stage1.vocab], dtype=np.int64)  # corpus frequency
         tensors = {
             "stage1": stage1.vectors.astype(np.float16),
-            "mean": abtt["mean"],
-            "components": abtt["components"],
-            "explained": abtt["explained"],
+            "mean": abtt.mean,
+            "components": abtt.removed,
+            "explained": abtt.explained,
             "counts": counts,
         }
-        with atomic_file(self.work.folder / ANALYSIS_FILE) as tmp:
-            save_file(tensors, str(tmp))
+        save_tensors(self.work.folder / ANALYSIS_FILE, tensors)
         if self.keep_analysis:
             with atomic_file(self.out / ANALYSIS_FILE) as tmp:
                 shutil.copyfile(self.work.folder / ANALYSIS_FILE, tmp)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load_file
 from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore, fingerprint
@@ -31,7 +31,7 @@ from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, backend_key, ch
 from staticsem.distillation.steps import StepRun, check_splitter
 from staticsem.errors import InputError
 from staticsem.io import load
-from staticsem.io.atomic import atomic_file
+from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
@@ -179,8 +179,7 @@ class Trainer:
             "exp_avg_sq": self.optimiser.exp_avg_sq.numpy(),
             "step": np.array([self.optimiser.steps], np.int64),
         }
-        with atomic_file(self.state) as tmp:
-            save_file(tensors, str(tmp))
+        save_tensors(self.state, tensors)
 
     def train_chunk(self, arrays: dict[str, np.ndarray], sampler: Sampler, rng: np.random.Generator) -> None:
         """One pass over the sentences of a chunk in random order, ``batch_size`` sentences per step."""

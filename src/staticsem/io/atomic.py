@@ -6,8 +6,11 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import save_file
 
 from staticsem.errors import InputError
 
@@ -52,6 +55,16 @@ def atomic_file(dest: Path) -> Iterator[Path]:
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def save_tensors(dest: Path, tensors: Mapping[str, np.ndarray]) -> None:
+    """Write ``tensors`` to the safetensors file ``dest`` atomically.
+
+    Every array is made C-contiguous first: safetensors' numpy writer stores any other array's memory as
+    it lies, scrambled (a row slice of a Fortran-ordered PCA fit came back wrong that way).
+    """
+    with atomic_file(dest) as tmp:
+        save_file({name: np.ascontiguousarray(array) for name, array in tensors.items()}, str(tmp))
 
 
 @contextlib.contextmanager
