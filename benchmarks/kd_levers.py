@@ -14,7 +14,9 @@ Every run re-trains stage 3a from that stage-2 table (groups 0.5, the build's se
 - ``domain_vocab=MIN``: words of the KD-only text seen MIN or more times and missing from the vocabulary
   get stage-1 vectors from passes over it, projected by the build's ABTT/PCA, and join the table.
 
-Any ``KDSettings`` field can be added as ``+name=value``. Teacher outputs are cached in the work folder.
+Any ``KDSettings`` field can be added as ``+name=value`` (``+average=0.9``: weight averaging), and
+``+seeds=K``: K tables trained with seeds ``seed`` … ``seed + K - 1`` (batch order, dev split) and averaged.
+Teacher outputs are cached in the work folder.
 
 Run::
 
@@ -131,6 +133,15 @@ def domain_words(work: Path, sentences: list[str], least: int) -> Any:
     ), len(new)
 
 
+def replace_vectors(model: Any, vectors: np.ndarray) -> Any:
+    """``model`` with another table of the same shape."""
+    from staticsem.model import StaticModel
+
+    return StaticModel(
+        model.vocab, vectors, tokenizer=model.tokenizer, metadata=model.metadata, splitter=model.splitter.name
+    )
+
+
 def main() -> None:
     parser = common.base_parser(__doc__)
     parser.add_argument("--work", type=Path, required=True, help="work folder of a --kd-corpus build")
@@ -159,6 +170,8 @@ def main() -> None:
     for spec in (s.strip() for s in args.runs.split(",") if s.strip()):
         name, _, rest = spec.partition("+")
         lever, _, value = name.partition("=")
+        seeds = [int(p.partition("=")[2]) for p in rest.split("+") if p.startswith("seeds=")] or [1]
+        rest = "+".join(p for p in rest.split("+") if not p.startswith("seeds="))
         settings = replace(KDSettings(), **{"group_share": 0.5, "seed": 0, **parse_run(rest or "default")})
         start, parts, info = stage2, [(chosen + extra, np.concatenate([chosen_targets, extra_targets]))], {}
         if lever in ("split", "kd_teacher"):
@@ -181,7 +194,14 @@ def main() -> None:
         objectives = [Distillation(start, s, t, settings.tau, settings.center_targets) for s, t in parts]
         for number, objective in enumerate(objectives):
             objective.name = f"kd{number}"
-        model, stats = train_table(start, objectives, settings, show_progress=False)
+        trained = [
+            train_table(start, objectives, replace(settings, seed=settings.seed + k), show_progress=False)
+            for k in range(seeds[-1])
+        ]
+        model = replace_vectors(trained[0][0], np.mean([m.vectors for m, _ in trained], axis=0))
+        stats = {key: sum(s[key] for _, s in trained) for key in ("steps", "seconds")}
+        if len(trained) > 1:
+            info["each_seed_sts_mean"] = [sts(m)["mean"] for m, _ in trained]
         scores = {f"sts:{k}": v for k, v in sts(model).items()}
         results[spec] = {**scores, "ws:mean": wordsim(model)["mean"], **info, "steps": stats["steps"]}
         results[spec]["sentences"] = sum(len(s) for s, _ in parts)

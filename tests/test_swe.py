@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,8 @@ from tokenizers import Tokenizer
 import staticsem
 from fakes import FakeTeacher, write_corpus
 from staticsem.distillation.abtt import ABTT, ABTT_FILE, fit_abtt
-from staticsem.distillation.kd import Distillation, KDSettings, _Split, similarity_loss
+from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.kd import Distillation, KDSettings, _Split, similarity_loss, train_table
 from staticsem.distillation.pipeline import Pipeline, SWESettings
 from staticsem.errors import InputError
 
@@ -108,6 +110,22 @@ def test_changed_later_settings_reuse_extraction(corpus_dir: Path, subword_token
     teacher = FakeTeacher(subword_tokenizer)
     model = run(corpus_dir, teacher, dim=4)
     assert teacher.batches == 0 and model.dim == 4
+
+
+def test_weight_averaging_changes_only_the_kd_key_and_off_keeps_earlier_keys(
+    corpus_dir: Path, subword_tokenizer: Tokenizer
+) -> None:
+    corpus, teacher = corpus_dir / "corpus.txt", FakeTeacher(subword_tokenizer)
+    base = settings(corpus)
+    plain = Pipeline(base, corpus_dir / "m", teacher=teacher, show_progress=False).keys  # type: ignore[arg-type]
+    averaged = Pipeline(
+        settings(corpus, kd=replace(base.kd, average=0.9)),
+        corpus_dir / "m",
+        teacher=teacher,  # type: ignore[arg-type]
+    ).keys
+    assert [step for step in plain if plain[step] != averaged[step]] == ["kd"]
+    before = {k: v for k, v in asdict(base.kd).items() if k != "average"}  # the settings before averaging
+    assert plain["kd"] == fingerprint({"pca": plain["pca"], "kd": before})
 
 
 def test_stage_prefix(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
@@ -257,6 +275,30 @@ def test_neighbour_groups_fill_their_share_of_each_batch_with_teacher_neighbours
     assert np.mean(grouped) >= 0.5 > 0.3 > np.mean(random)
 
 
+def test_weight_averaging_keeps_the_moving_average_of_the_trained_tables(
+    tiny_model: staticsem.StaticModel,
+) -> None:
+    rng = np.random.default_rng(3)
+    words = list(tiny_model.vocab)
+    sentences = [" ".join(rng.choice(words, size=rng.integers(2, 6))) for _ in range(300)]
+    targets = staticsem.StaticModel(words, rng.normal(size=(len(words), 8)).astype(np.float32)).encode(
+        sentences
+    )
+    kd = Distillation(tiny_model, sentences, targets, 0.05)
+    base = KDSettings(batch_size=32, eval_every=1, patience=100, dev_size=60, lr=0.01)
+    # the plain run's table after 1, 2, 3 steps (its dev loss falls at each, so the last is kept)
+    runs = [train_table(tiny_model, [kd], replace(base, max_steps=n), show_progress=False) for n in (1, 2, 3)]
+    losses = [stats["dev_loss_best"] for _, stats in runs]
+    assert losses[0] > losses[1] > losses[2]
+    tables = [tiny_model.vectors, *(model.vectors for model, _ in runs)]
+    expected = tables[0]
+    for table in tables[1:]:
+        expected = 0.5 * expected + 0.5 * table
+    averaged, _ = train_table(tiny_model, [kd], replace(base, max_steps=3, average=0.5), show_progress=False)
+    np.testing.assert_allclose(averaged.vectors, expected, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(averaged.vectors, tables[-1], atol=1e-4)
+
+
 def test_centred_targets_restore_the_structure_a_shared_direction_hides(
     tiny_model: staticsem.StaticModel,
 ) -> None:
@@ -399,3 +441,5 @@ def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
         settings(corpus, kd_corpus=("embedded",)).validate()
     with pytest.raises(InputError, match="kd-groups must be within 0..1"):
         settings(corpus, kd=KDSettings(group_share=1.5)).validate()
+    with pytest.raises(InputError, match="kd-average must be within 0..1"):
+        settings(corpus, kd=KDSettings(average=1.0)).validate()

@@ -127,6 +127,13 @@ def distill(
             "its 7 nearest by teacher embedding: hard negatives) [0: random batches; 1 helps --kd-corpus]."
         ),
     ] = 0.0,
+    kd_average: Annotated[
+        float,
+        typer.Option(
+            help="swe: keep a moving average of the table being distilled (this decay per evaluation, every "
+            "40 steps) instead of the table itself [0: off; 0.9 helps --kd-corpus]."
+        ),
+    ] = 0.0,
     dim: Annotated[int, typer.Option(help="Dimensions of the model.")] = 256,
     sif: Annotated[float, typer.Option(help="token: SIF coefficient for Zipf weights (0 = off).")] = 1e-4,
     dtype: Annotated[str, typer.Option(help="Storage: float16, float32 or int8.")] = "float16",
@@ -191,7 +198,7 @@ def distill(
             max_corpus_sentences=max_sentences,
             pca_sentences=pca_sentences,
             remove_top=remove_top,
-            kd=KDSettings(max_steps=kd_max_steps, group_share=kd_groups),
+            kd=KDSettings(max_steps=kd_max_steps, group_share=kd_groups, average=kd_average),
             layer=layer,
             languages=tuple(x.strip() for x in (languages or "").split(",") if x.strip()),
             prompt=prompt,

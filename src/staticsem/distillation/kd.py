@@ -54,6 +54,9 @@ class KDSettings:
     group_share: float = 0.0
     group_size: int = 8
     group_pool: int = 16_384
+    # Weight averaging: at every evaluation the kept and scored table is an exponential moving average
+    # (this decay per evaluation) of the trained one, not the trained one itself; 0 scores the latter
+    average: float = 0.0
 
 
 class Bags:
@@ -282,11 +285,12 @@ def train_table(
         else torch.optim.Adam([table], lr=settings.lr)
     )
 
-    def dev_loss() -> float:
+    def dev_loss(scored: torch.Tensor) -> float:
         with torch.no_grad():
-            return sum(split.dev_loss(table) for split in splits)
+            return sum(split.dev_loss(scored) for split in splits)
 
-    best, best_table, stale, step = dev_loss(), table.detach().clone(), 0, 0
+    scored = table.detach().clone() if settings.average else table
+    best, best_table, stale, step = dev_loss(scored), table.detach().clone(), 0, 0
     initial, started = best, time.perf_counter()
     progress = tqdm(
         total=settings.max_steps, desc="training", unit=" step", disable=not show_progress, mininterval=2
@@ -301,9 +305,11 @@ def train_table(
         step += 1
         progress.update(1)
         if step % settings.eval_every == 0:
-            current = dev_loss()
+            if settings.average:
+                scored.mul_(settings.average).add_(table.detach(), alpha=1.0 - settings.average)
+            current = dev_loss(scored)
             if current < best:
-                best, best_table, stale = current, table.detach().clone(), 0
+                best, best_table, stale = current, scored.detach().clone(), 0
             else:
                 stale += 1
             progress.set_postfix(dev=f"{current:.4f}", best=f"{best:.4f}")

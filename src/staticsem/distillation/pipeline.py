@@ -108,6 +108,8 @@ class SWESettings:
                 f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
                 f"{self.kd.group_share} and {self.kd.group_size}"
             )
+        if not 0.0 <= self.kd.average < 1.0:
+            raise InputError(f"--kd-average must be within 0..1 (1 excluded), got {self.kd.average}")
         if self.kd_corpus:
             if self.objective == "contrastive" or "kd" not in self.stages:
                 raise InputError("--kd-corpus feeds the distillation step: it needs --objective kd or both")
@@ -190,7 +192,9 @@ class Pipeline(StepRun):
                 }
             )
             objective["targets"] = keys["targets"]
-        kd = fingerprint({"pca": pca, "kd": asdict(s.kd), **objective})
+        # a setting added later counts only when used, so keys of runs made without it stay as they were
+        settings = {k: v for k, v in asdict(s.kd).items() if k != "average" or v}
+        kd = fingerprint({"pca": pca, "kd": settings, **objective})
         return {**keys, "pca": pca, "kd": kd}
 
     def _pair_prints(self) -> list[Any]:
