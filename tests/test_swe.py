@@ -22,6 +22,7 @@ import staticsem
 from fakes import FakeTeacher, write_corpus
 from staticsem.distillation.abtt import ABTT, ABTT_FILE, fit_abtt
 from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import Distillation, KDSettings, _Split, similarity_loss, train_table
 from staticsem.distillation.pipeline import Pipeline, SWESettings
 from staticsem.errors import InputError
@@ -431,6 +432,30 @@ def test_kd_corpus_adds_targets_in_order_reuses_extraction_and_resumes(
     assert again.batches == 0
 
 
+def test_kd_corpus_words_join_the_table_from_the_targets_passes(
+    corpus_dir: Path, subword_tokenizer: Tokenizer
+) -> None:
+    extra = write_corpus(corpus_dir / "domain.txt", count=300, seed=7)
+    new = ["The zebra plays a guitar song.", "A zebra and a judge sing.", "One zebra sings at court."]
+    extra.write_text(extra.read_text() + "\n".join([*new, "A lone yak sings today."]) + "\n")
+    plain = run(corpus_dir, FakeTeacher(subword_tokenizer), out="plain", kd_corpus=(str(extra),))
+    words = {"kd_corpus": (str(extra),), "kd_corpus_words": 3}
+    untrained = run(
+        corpus_dir, FakeTeacher(subword_tokenizer), kd=replace(settings(extra).kd, max_steps=0), **words
+    )
+    model = run(corpus_dir, FakeTeacher(subword_tokenizer), **words)  # reuses all but the distillation
+    assert "zebra" in model.vocab and "yak" not in model.vocab and "zebra" not in plain.vocab
+    assert (
+        model.vocab[: len(plain.vocab)] == plain.vocab
+        and model.metadata["steps"]["targets"]["new_words"] == 1
+    )
+    # its vector before distillation: its teacher states in those sentences, through the PCA step's fit
+    states = extract(FakeTeacher(subword_tokenizer), new, ["zebra"], lowercase=True, show_progress=False)
+    start = ABTT.load(corpus_dir / ".model.work" / ABTT_FILE).apply(states.vectors())[0]
+    np.testing.assert_allclose(untrained.word_vector("zebra"), start, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(model.word_vector("zebra"), start, atol=1e-3)  # and distillation moves it
+
+
 def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
     corpus = corpus_dir / "corpus.txt"
     with pytest.raises(InputError, match="missing"):
@@ -441,5 +466,7 @@ def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
         settings(corpus, kd_corpus=("embedded",)).validate()
     with pytest.raises(InputError, match="kd-groups must be within 0..1"):
         settings(corpus, kd=KDSettings(group_share=1.5)).validate()
+    with pytest.raises(InputError, match="kd-corpus-words takes a count >= 0 and needs --kd-corpus"):
+        settings(corpus, kd_corpus_words=2).validate()
     with pytest.raises(InputError, match="kd-average must be within 0..1"):
         settings(corpus, kd=KDSettings(average=1.0)).validate()

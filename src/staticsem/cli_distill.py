@@ -127,6 +127,13 @@ def distill(
             "its 7 nearest by teacher embedding: hard negatives) [0: random batches; 1 helps --kd-corpus]."
         ),
     ] = 0.0,
+    kd_corpus_words: Annotated[
+        int,
+        typer.Option(
+            help="swe: words of --kd-corpus seen this many times or more and missing from the vocabulary "
+            "get vectors from its teacher passes and are distilled too [0: off]."
+        ),
+    ] = 0,
     kd_average: Annotated[
         float,
         typer.Option(
@@ -208,6 +215,7 @@ def distill(
             options["stages"] = tuple(s.strip() for s in stages.split(",") if s.strip())
             options.update(objective=objective, parallel=tuple(str(p) for p in parallel or ()))
             options["kd_corpus"] = tuple(str(p) for p in kd_corpus or ())
+            options["kd_corpus_words"] = kd_corpus_words
             options["keep_analysis"] = keep_analysis
     elif method == "x2static":
         options.update(context=context, max_corpus_sentences=max_sentences, prompt=prompt, splitter=splitter)

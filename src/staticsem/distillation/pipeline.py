@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,102 +24,24 @@ from safetensors.numpy import load_file
 from staticsem.distillation.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
 from staticsem.distillation.corpus import (
-    EMBEDDED,
     CorpusOptions,
-    check_sources,
     fingerprint_sources,
     iter_sentences,
 )
 from staticsem.distillation.crosslingual import language_sources, merge_runs
 from staticsem.distillation.extract import extract
-from staticsem.distillation.kd import Contrastive, Distillation, KDSettings, Objective, train_table
-from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, backend_key, check_backend
+from staticsem.distillation.kd import Contrastive, Distillation, Objective, train_table
+from staticsem.distillation.onnx_teacher import backend_key
 from staticsem.distillation.parallel import read_pairs
-from staticsem.distillation.sampling import select_sentences
-from staticsem.distillation.steps import StepRun, check_splitter
+from staticsem.distillation.sampling import count_words, select_sentences
+from staticsem.distillation.steps import StepRun
+from staticsem.distillation.swe_settings import SWESettings
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
-STAGES = ("extract", "pca", "kd")
-OBJECTIVES = ("kd", "contrastive", "both")
-
-
-@dataclass(frozen=True)
-class SWESettings:
-    """Everything that decides an SWE model (recorded in its config.json)."""
-
-    corpus: tuple[str, ...]
-    teacher: str | None = None
-    vocab_size: int = 50_000
-    min_count: int = 3
-    vocabulary: str | None = None
-    sentences_per_word: int = 10
-    select_threshold: float = 1.0
-    min_words: int = 3
-    max_words: int = 64
-    max_corpus_sentences: int | None = None
-    # sentences per teacher pass: 32 ran 5-15 % faster than 64 with onnx-int8 in paired 3,000-sentence
-    # rounds (less padding, smaller activations to quantise), ~1 % on the whole full-recipe extraction
-    batch_size: int = 32
-    layer: int | None = None  # teacher layer for stage 1 (None: the last; ASE picks any)
-    pca_sentences: int = 100_000
-    remove_top: int | None = None
-    dim: int = 256
-    kd: KDSettings = field(default_factory=KDSettings)
-    objective: str = "kd"  # stage 3: kd, contrastive (needs parallel) or both
-    parallel: tuple[str, ...] = ()  # sentence-pair files (left<TAB>right) for the contrastive objective
-    # text read for the distillation targets only: its sentences' teacher embeddings join the chosen
-    # sentences' in stage 3a (no word states; e.g. unlabelled text of the domain the model will serve)
-    kd_corpus: tuple[str, ...] = ()
-    languages: tuple[str, ...] = ()  # split an untagged corpus into these languages (py3langid)
-    language: str | None = None  # set on a per-language run of an untagged corpus
-    prompt: str | None = None  # teacher prompt name or text put before every sentence [its default]
-    splitter: str = "words"  # word splitting: words, or subword (unspaced scripts: the teacher's pieces)
-    teacher_backend: str = DEFAULT_BACKEND  # torch, onnx or onnx-int8 (what runs the teacher's transformer)
-    seed: int = 0
-    stages: tuple[str, ...] = STAGES
-
-    def validate(self) -> None:
-        """Raise ``InputError`` for settings that cannot work."""
-        bad = [s for s in self.stages if s not in STAGES]
-        if bad or not self.stages or self.stages != STAGES[: len(self.stages)]:
-            raise InputError(f"--stages must be a prefix of {','.join(STAGES)}, got {','.join(self.stages)}")
-        for name in ("vocab_size", "min_count", "sentences_per_word", "batch_size", "pca_sentences", "dim"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        if not 1 <= self.min_words <= self.max_words:
-            raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
-        if self.objective not in OBJECTIVES:
-            raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
-        if (self.objective == "kd") != (not self.parallel):
-            raise InputError(
-                "--parallel PAIRS.tsv goes with --objective contrastive or both"
-                if self.parallel
-                else f"the {self.objective} objective needs --parallel PAIRS.tsv (sentence pairs)"
-            )
-        for path in self.parallel:
-            if not Path(path).is_file():
-                raise InputError(f"{path}: parallel pairs file is missing")
-        if not 0.0 <= self.kd.group_share <= 1.0 or self.kd.group_size < 2:
-            raise InputError(
-                f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
-                f"{self.kd.group_share} and {self.kd.group_size}"
-            )
-        if not 0.0 <= self.kd.average < 1.0:
-            raise InputError(f"--kd-average must be within 0..1 (1 excluded), got {self.kd.average}")
-        if self.kd_corpus:
-            if self.objective == "contrastive" or "kd" not in self.stages:
-                raise InputError("--kd-corpus feeds the distillation step: it needs --objective kd or both")
-            if "-" in self.kd_corpus or EMBEDDED in self.kd_corpus:
-                raise InputError("--kd-corpus takes text files (not '-' or 'embedded')")
-            check_sources(self.kd_corpus)
-        check_splitter(self.splitter)
-        check_backend(self.teacher_backend)
-        check_sources(self.corpus)
-        language_sources(self)
 
 
 class Pipeline(StepRun):
@@ -189,6 +111,7 @@ class Pipeline(StepRun):
                     "batch": s.batch_size,
                     "prompt": s.prompt,
                     **backend_key(s.teacher_backend),
+                    **({"new_words": s.kd_corpus_words} if s.kd_corpus_words else {}),
                 }
             )
             objective["targets"] = keys["targets"]
@@ -291,11 +214,12 @@ class Pipeline(StepRun):
                 f"--kd-corpus {' '.join(s.kd_corpus)}: no new sentence of {s.min_words} to "
                 f"{s.max_words} words"
             )
+        new = self._missing_words(sentences) if s.kd_corpus_words else []
         partial = self.work.folder / f"targets-{self.keys['targets']}.partial.safetensors"
         result = (self.scale.extract if self.scale else extract)(
             self.teacher,
             sentences,
-            [],
+            new,
             lowercase=self.teacher.lowercases,
             batch_size=s.batch_size,
             checkpoint=partial,
@@ -303,9 +227,40 @@ class Pipeline(StepRun):
             show_progress=self.progress,
             splitter=self.splitter,
         )
-        save_tensors(self.work.folder / "targets.safetensors", {"embeddings": result.embeddings})
+        seen = np.flatnonzero(result.counts > 0)
+        tensors = {"embeddings": result.embeddings}
+        if len(seen):
+            tensors["word_vectors"] = result.vectors()[seen]
+        save_tensors(self.work.folder / "targets.safetensors", tensors)
         partial.unlink(missing_ok=True)
-        return {"sentences": sentences, "teacher_passes": result.passes}
+        words = [new[i] for i in seen]
+        return {
+            "sentences": sentences,
+            "teacher_passes": result.passes,
+            "words": words,
+            "new_words": len(words),
+        }
+
+    def _missing_words(self, sentences: list[str]) -> list[str]:
+        """Words of ``sentences`` seen ``kd_corpus_words`` times or more that stage 1 lacks."""
+        counts, _ = count_words(sentences, self.teacher.lowercases, False, self.splitter.words)
+        known = set(load(self.work.folder / "stage1").vocab)
+        return sorted(w for w, c in counts.items() if c >= self.settings.kd_corpus_words and w not in known)
+
+    def _with_kd_words(self, stage2: StaticModel) -> StaticModel:
+        """Stage 2 with the KD-only text's new words appended (their stage-1 vectors through the PCA fit)."""
+        words = self.records.get("targets", {}).get("words") or []
+        if not words:
+            return stage2
+        vectors = load_file(str(self.work.folder / "targets.safetensors"))["word_vectors"]
+        table = np.vstack([stage2.vectors, ABTT.load(self.work.folder / ABTT_FILE).apply(vectors)])
+        return StaticModel(
+            [*stage2.vocab, *words],
+            table,
+            tokenizer=stage2.tokenizer,
+            metadata=stage2.metadata,
+            splitter=stage2.splitter.name,
+        )
 
     def _pca(self) -> dict[str, Any]:
         s, sentences = self.settings, self.chosen["sentences"]
@@ -327,7 +282,7 @@ class Pipeline(StepRun):
         return merge_runs(runs, self.work.folder, self.method)
 
     def _kd(self) -> dict[str, Any]:
-        stage2 = load(self.work.folder / "stage2")
+        stage2 = self._with_kd_words(load(self.work.folder / "stage2"))
         s = self.settings
         objectives: list[Objective] = []
         if s.objective in ("kd", "both"):
