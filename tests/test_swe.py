@@ -468,5 +468,7 @@ def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
         settings(corpus, kd=KDSettings(group_share=1.5)).validate()
     with pytest.raises(InputError, match="kd-corpus-words takes a count >= 0 and needs --kd-corpus"):
         settings(corpus, kd_corpus_words=2).validate()
+    with pytest.raises(InputError, match="kd-tau must be positive"):
+        settings(corpus, kd=KDSettings(tau=0.0)).validate()
     with pytest.raises(InputError, match="kd-average must be within 0..1"):
         settings(corpus, kd=KDSettings(average=1.0)).validate()

@@ -134,6 +134,12 @@ def distill(
             "get vectors from its teacher passes and are distilled too [0: off]."
         ),
     ] = 0,
+    kd_tau: Annotated[
+        float,
+        typer.Option(
+            help="swe: temperature of the distillation and contrastive losses [0.07 helps --kd-corpus]."
+        ),
+    ] = 0.05,
     kd_average: Annotated[
         float,
         typer.Option(
@@ -205,7 +211,7 @@ def distill(
             max_corpus_sentences=max_sentences,
             pca_sentences=pca_sentences,
             remove_top=remove_top,
-            kd=KDSettings(max_steps=kd_max_steps, group_share=kd_groups, average=kd_average),
+            kd=KDSettings(max_steps=kd_max_steps, tau=kd_tau, group_share=kd_groups, average=kd_average),
             layer=layer,
             languages=tuple(x.strip() for x in (languages or "").split(",") if x.strip()),
             prompt=prompt,

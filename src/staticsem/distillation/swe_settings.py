@@ -80,6 +80,8 @@ class SWESettings:
                 f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
                 f"{self.kd.group_share} and {self.kd.group_size}"
             )
+        if not self.kd.tau > 0.0:
+            raise InputError(f"--kd-tau must be positive, got {self.kd.tau}")
         if not 0.0 <= self.kd.average < 1.0:
             raise InputError(f"--kd-average must be within 0..1 (1 excluded), got {self.kd.average}")
         if self.kd_corpus_words < 0 or (self.kd_corpus_words and not self.kd_corpus):
