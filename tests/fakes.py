@@ -105,10 +105,7 @@ class FakeTeacher:
 
 
 # modules whose safetensors writes ``kill_inside_write`` watches
-WRITERS = (
-    "staticsem.io.atomic",  # save_tensors: every checkpoint, step output and training state
-    "staticsem.io.native",
-)
+WRITERS = ("staticsem.io.atomic",)  # write_tensors: checkpoints, step outputs, training states, model files
 
 
 def kill_inside_write(fragment: str, nth: int) -> None:

@@ -83,8 +83,7 @@ def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
 
     monkeypatch.setattr(io, "open", opener)
     monkeypatch.setattr(builtins, "open", opener)
-    for module in ("native", "hf"):
-        monkeypatch.setattr(f"staticsem.io.{module}.save_file", save_file)
+    monkeypatch.setattr("staticsem.io.atomic.save_file", save_file)  # write_tensors: every model format
     yield state
 
 

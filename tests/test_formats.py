@@ -229,6 +229,25 @@ def test_staticsem_loads_a_model2vec_folder(tmp_path: Path, dtype: str) -> None:
     assert (row_cosines(loaded.encode(texts), reference) >= 0.99).all()
 
 
+@pytest.mark.parametrize("fmt", ["model2vec", "sentence-transformers", "staticsem"])
+def test_a_table_in_any_memory_order_exports_as_its_values(tmp_path: Path, fmt: str) -> None:
+    words = ["[UNK]", "[PAD]", "the", "cat", "sat", "on", "mat", "Dog"]
+    vectors = np.random.default_rng(5).normal(size=(len(words), 6)).astype(np.float32)
+    model2vec.StaticModel(vectors=vectors, tokenizer=word_level(words), normalize=True).save_pretrained(
+        str(tmp_path / "m2v")
+    )
+    token_level = staticsem.load(tmp_path / "m2v")
+    fortran = StaticModel(
+        token_level.vocab,
+        np.asfortranarray(token_level.vectors),  # e.g. a transposed array handed to StaticModel
+        tokenizer=token_level.tokenizer,
+        tokens=token_level.tokens,
+    )
+    options = {"dtype": "float32"} if fmt == "staticsem" else {}
+    back = staticsem.load(export(fortran, tmp_path / "out", fmt, **options))
+    np.testing.assert_array_equal(full(back)[: len(words)], vectors)
+
+
 def test_staticsem_loads_a_vocabulary_quantized_model2vec_folder(tmp_path: Path) -> None:
     words = ["[UNK]", "the", "cat", "sat", "on", "mat", "dog", "ran"]
     vectors = np.random.default_rng(4).normal(size=(len(words), 8)).astype(np.float32)

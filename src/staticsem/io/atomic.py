@@ -57,14 +57,19 @@ def atomic_file(dest: Path) -> Iterator[Path]:
         tmp.unlink(missing_ok=True)
 
 
-def save_tensors(dest: Path, tensors: Mapping[str, np.ndarray]) -> None:
-    """Write ``tensors`` to the safetensors file ``dest`` atomically.
+def write_tensors(path: Path, tensors: Mapping[str, np.ndarray]) -> None:
+    """Write ``tensors`` to the safetensors file ``path`` (inside ``atomic_folder``; else ``save_tensors``).
 
     Every array is made C-contiguous first: safetensors' numpy writer stores any other array's memory as
     it lies, scrambled (a row slice of a Fortran-ordered PCA fit came back wrong that way).
     """
+    save_file({name: np.ascontiguousarray(array) for name, array in tensors.items()}, str(path))
+
+
+def save_tensors(dest: Path, tensors: Mapping[str, np.ndarray]) -> None:
+    """Write ``tensors`` to the safetensors file ``dest`` atomically (``write_tensors`` to a temporary)."""
     with atomic_file(dest) as tmp:
-        save_file({name: np.ascontiguousarray(array) for name, array in tensors.items()}, str(tmp))
+        write_tensors(tmp, tensors)
 
 
 @contextlib.contextmanager

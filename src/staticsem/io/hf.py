@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from safetensors.numpy import save_file
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from staticsem.errors import ModelFormatError
-from staticsem.io.atomic import atomic_folder
+from staticsem.io.atomic import atomic_folder, write_tensors
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer, warn_dropped_ngrams
 from staticsem.quantize import dequantize
 from staticsem.tokens import TokenRules
@@ -259,7 +258,7 @@ def write_model2vec(model: StaticModel, path: Path) -> Path:
         **_our_config(model),
     }
     with atomic_folder(path) as tmp:
-        save_file({"embeddings": matrix}, str(tmp / "model.safetensors"))
+        write_tensors(tmp / "model.safetensors", {"embeddings": matrix})
         _write_common(model, tmp, tokenizer, _M2V_MODULES)
         _dump(tmp / "config.json", config)
     return path
@@ -269,7 +268,7 @@ def write_sentence_transformers(model: StaticModel, path: Path) -> Path:
     """Write a sentence-transformers folder: StaticEmbedding (mean) + Normalize."""
     tokenizer, matrix = _export_pieces(model, "sentence-transformers", drops_unknown=False)
     with atomic_folder(path) as tmp:
-        save_file({"embedding.weight": matrix}, str(tmp / "model.safetensors"))
+        write_tensors(tmp / "model.safetensors", {"embedding.weight": matrix})
         _write_common(model, tmp, tokenizer, ("", _ST_STATIC, _ST_NORMALIZE))
         _dump(tmp / "config.json", _our_config(model))
         _dump(

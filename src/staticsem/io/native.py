@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from safetensors.numpy import save_file
 
 from staticsem.errors import ModelFormatError
-from staticsem.io.atomic import atomic_folder
+from staticsem.io.atomic import atomic_folder, write_tensors
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
 from staticsem.ngrams import NgramTable
 from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
@@ -57,7 +56,7 @@ def save(
         stored, scales = model.vectors, model.scales
     else:
         stored, scales = quantize(dequantize(model.vectors, model.scales), dtype, scale)
-    tensors = {"embeddings": np.ascontiguousarray(stored)}
+    tensors = {"embeddings": stored}
     if scales is not None:
         tensors["scales"] = scales
     if model.ngrams is not None:
@@ -83,7 +82,7 @@ def save(
     if model.tokens is not None:
         config["token_encoding"] = model.tokens.config()
     with atomic_folder(path) as tmp:
-        save_file(tensors, str(tmp / "model.safetensors"))
+        write_tensors(tmp / "model.safetensors", tensors)
         (tmp / "vocab.json").write_text(json.dumps(model.vocab, ensure_ascii=False), encoding="utf-8")
         if model.tokenizer is not None:
             model.tokenizer.save(str(tmp / "tokenizer.json"))
