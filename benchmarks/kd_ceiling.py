@@ -75,11 +75,11 @@ def teacher_embeddings(texts: list[str], cache: Path, name: str | None = None) -
     """The teacher's (``name``, default the packaged one) sentence embeddings through the int8 ONNX
     backend, as the build runs it; kept in ``cache`` under a hash of the texts (and ``name``), so later
     runs skip the teacher."""
-    from safetensors.numpy import load_file, save_file
+    from safetensors.numpy import load_file
 
     from staticsem.distillation.pipeline import SWESettings
     from staticsem.distillation.teacher import Teacher
-    from staticsem.io.atomic import atomic_file
+    from staticsem.io.atomic import save_tensors
     from teacher_backends import TeacherEncoder
 
     key = chr(10).join(texts if name is None else [name, *texts])
@@ -88,8 +88,7 @@ def teacher_embeddings(texts: list[str], cache: Path, name: str | None = None) -
         return load_file(str(stored))["embeddings"]
     teacher = Teacher(name, backend="onnx-int8", cache=cache)
     embeddings = TeacherEncoder(teacher, SWESettings.batch_size, progress=True).encode(texts)
-    with atomic_file(stored) as tmp:
-        save_file({"embeddings": embeddings}, str(tmp))
+    save_tensors(stored, {"embeddings": embeddings})
     return embeddings
 
 

@@ -26,7 +26,6 @@ Run::
 
 from __future__ import annotations
 
-import collections
 import json
 import re
 from dataclasses import replace
@@ -104,33 +103,28 @@ def edited_copies(work: Path, sentences: list[str], exclude: set[str]) -> tuple[
 
 def domain_words(work: Path, sentences: list[str], least: int) -> Any:
     """The stage-2 table with the KD-only text's missing words (seen ``least``+ times) appended: their
-    stage-1 vectors (one teacher pass per sentence, cached) through the build's ABTT/PCA."""
-    from safetensors.numpy import load_file, save_file
+    stage-1 vectors (one teacher pass per sentence, cached) through the build's ABTT/PCA, as
+    ``--kd-corpus-words`` does it."""
+    from safetensors.numpy import load_file
 
     import staticsem
     from staticsem.distillation.abtt import ABTT, ABTT_FILE
     from staticsem.distillation.extract import extract
+    from staticsem.distillation.pipeline import with_words
+    from staticsem.distillation.sampling import missing_words
     from staticsem.distillation.teacher import Teacher
-    from staticsem.io.atomic import atomic_file
-    from staticsem.model import StaticModel
-    from staticsem.text import WordSplitter
+    from staticsem.io.atomic import save_tensors
 
-    stage2, split = staticsem.load(work / "stage2"), WordSplitter()
-    counts = collections.Counter(w for s in sentences for w in split.words(s.lower()))
-    known = set(stage2.vocab)
-    new = sorted(w for w, c in counts.items() if c >= least and w not in known)
+    stage2 = staticsem.load(work / "stage2")
+    new = missing_words(sentences, set(stage2.vocab), least, True, stage2.splitter.words)
     stored = work / "onnx" / f"kd-words-{least}.safetensors"
     if stored.is_file():
         vectors = load_file(str(stored))["vectors"]
     else:
         teacher = Teacher(backend="onnx-int8", cache=work / "onnx")
         vectors = extract(teacher, sentences, new, lowercase=True).vectors()
-        with atomic_file(stored) as tmp:
-            save_file({"vectors": vectors}, str(tmp))
-    table = np.vstack([stage2.vectors, ABTT.load(work / ABTT_FILE).apply(vectors)])
-    return StaticModel(
-        [*stage2.vocab, *new], table, tokenizer=stage2.tokenizer, splitter=stage2.splitter.name
-    ), len(new)
+        save_tensors(stored, {"vectors": vectors})
+    return with_words(stage2, new, vectors, ABTT.load(work / ABTT_FILE)), len(new)
 
 
 def replace_vectors(model: Any, vectors: np.ndarray) -> Any:
@@ -170,8 +164,9 @@ def main() -> None:
     for spec in (s.strip() for s in args.runs.split(",") if s.strip()):
         name, _, rest = spec.partition("+")
         lever, _, value = name.partition("=")
-        seeds = [int(p.partition("=")[2]) for p in rest.split("+") if p.startswith("seeds=")] or [1]
-        rest = "+".join(p for p in rest.split("+") if not p.startswith("seeds="))
+        options = rest.split("+")
+        seeds = next((int(p.removeprefix("seeds=")) for p in options if p.startswith("seeds=")), 1)
+        rest = "+".join(p for p in options if not p.startswith("seeds="))
         settings = replace(KDSettings(), **{"group_share": 0.5, "seed": 0, **parse_run(rest or "default")})
         start, parts, info = stage2, [(chosen + extra, np.concatenate([chosen_targets, extra_targets]))], {}
         if lever in ("split", "kd_teacher"):
@@ -196,7 +191,7 @@ def main() -> None:
             objective.name = f"kd{number}"
         trained = [
             train_table(start, objectives, replace(settings, seed=settings.seed + k), show_progress=False)
-            for k in range(seeds[-1])
+            for k in range(seeds)
         ]
         model = replace_vectors(trained[0][0], np.mean([m.vectors for m, _ in trained], axis=0))
         stats = {key: sum(s[key] for _, s in trained) for key in ("steps", "seconds")}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from staticsem.distillation.extract import extract
 from staticsem.distillation.kd import Contrastive, Distillation, Objective, train_table
 from staticsem.distillation.onnx_teacher import backend_key
 from staticsem.distillation.parallel import read_pairs
-from staticsem.distillation.sampling import count_words, select_sentences
+from staticsem.distillation.sampling import missing_words, select_sentences
 from staticsem.distillation.steps import StepRun
 from staticsem.distillation.swe_settings import SWESettings
 from staticsem.errors import InputError
@@ -42,6 +43,17 @@ from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
+
+
+def with_words(stage2: StaticModel, words: Sequence[str], vectors: np.ndarray, abtt: ABTT) -> StaticModel:
+    """``stage2`` with ``words`` appended: their stage-1 ``vectors`` through the PCA step's fit ``abtt``."""
+    return StaticModel(
+        [*stage2.vocab, *words],
+        np.vstack([stage2.vectors, abtt.apply(vectors)]),
+        tokenizer=stage2.tokenizer,
+        metadata=stage2.metadata,
+        splitter=stage2.splitter.name,
+    )
 
 
 class Pipeline(StepRun):
@@ -243,24 +255,17 @@ class Pipeline(StepRun):
 
     def _missing_words(self, sentences: list[str]) -> list[str]:
         """Words of ``sentences`` seen ``kd_corpus_words`` times or more that stage 1 lacks."""
-        counts, _ = count_words(sentences, self.teacher.lowercases, False, self.splitter.words)
         known = set(load(self.work.folder / "stage1").vocab)
-        return sorted(w for w, c in counts.items() if c >= self.settings.kd_corpus_words and w not in known)
+        least, lowercase = self.settings.kd_corpus_words, self.teacher.lowercases
+        return missing_words(sentences, known, least, lowercase, self.splitter.words)
 
     def _with_kd_words(self, stage2: StaticModel) -> StaticModel:
-        """Stage 2 with the KD-only text's new words appended (their stage-1 vectors through the PCA fit)."""
+        """Stage 2 with the KD-only text's new words appended (``with_words``)."""
         words = self.records.get("targets", {}).get("words") or []
         if not words:
             return stage2
         vectors = load_file(str(self.work.folder / "targets.safetensors"))["word_vectors"]
-        table = np.vstack([stage2.vectors, ABTT.load(self.work.folder / ABTT_FILE).apply(vectors)])
-        return StaticModel(
-            [*stage2.vocab, *words],
-            table,
-            tokenizer=stage2.tokenizer,
-            metadata=stage2.metadata,
-            splitter=stage2.splitter.name,
-        )
+        return with_words(stage2, words, vectors, ABTT.load(self.work.folder / ABTT_FILE))
 
     def _pca(self) -> dict[str, Any]:
         s, sentences = self.settings, self.chosen["sentences"]

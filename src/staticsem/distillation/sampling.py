@@ -50,6 +50,14 @@ def count_words(
     return counts, total
 
 
+def missing_words(
+    sentences: Iterable[str], known: set[str], least: int, lowercase: bool, split: Split | None = None
+) -> list[str]:
+    """Words of ``sentences`` seen ``least`` times or more and not in ``known``, sorted."""
+    counts, _ = count_words(sentences, lowercase, False, split)
+    return sorted(w for w, c in counts.items() if c >= least and w not in known)
+
+
 def build_vocabulary(
     counts: Counter[str], size: int, min_count: int, words: Sequence[str] | None = None
 ) -> list[str]:
