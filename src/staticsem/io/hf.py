@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
@@ -29,11 +29,9 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 from staticsem.errors import ModelFormatError
 from staticsem.io.atomic import atomic_folder, write_tensors
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer, warn_dropped_ngrams
+from staticsem.model import StaticModel
 from staticsem.quantize import dequantize
 from staticsem.tokens import TokenRules
-
-if TYPE_CHECKING:
-    from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +112,6 @@ def _sentence_transformers_rules(folder: Path, tokenizer: Tokenizer) -> tuple[To
 
 
 def _read(folder: Path, tensor_dir: Path, source: str) -> StaticModel:
-    from staticsem.model import StaticModel
-
     tokenizer = read_tokenizer(tensor_dir / "tokenizer.json")
     matrix, scales = _matrix(tensor_dir / "model.safetensors")
     by_id = sorted(tokenizer.get_vocab(with_added_tokens=True).items(), key=lambda item: item[1])
@@ -153,8 +149,6 @@ def _read_our_words(
 ) -> StaticModel:
     """Our own word-level export, read back as it was: the zero ``[UNK]`` row dropped, our subword
     tokenizer as the unknown-word fallback."""
-    from staticsem.model import StaticModel
-
     keep = [i for i, token in enumerate(vocab) if token]
     unk = getattr(tokenizer.model, "unk_token", None)
     if isinstance(tokenizer.model, models.WordLevel) and unk in tokenizer.get_vocab():

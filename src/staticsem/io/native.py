@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from staticsem.errors import ModelFormatError
 from staticsem.io.atomic import atomic_folder, write_tensors
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
+from staticsem.model import StaticModel
 from staticsem.ngrams import NgramTable
 from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
 from staticsem.tokens import TokenRules
 from staticsem.version import __version__
-
-if TYPE_CHECKING:
-    from staticsem.model import StaticModel
 
 FORMAT = "staticsem"
 FORMAT_VERSION = 1
@@ -95,8 +93,6 @@ def load(path: Path) -> StaticModel:
 
     :raises ModelFormatError: for missing, corrupt or inconsistent files.
     """
-    from staticsem.model import StaticModel
-
     config = read_json(path / "config.json")
     vocab = read_json(path / "vocab.json", expect=list)
     tensors = read_safetensors(path / "model.safetensors", required=("embeddings",))

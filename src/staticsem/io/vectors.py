@@ -12,17 +12,15 @@ import logging
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, cast
+from typing import IO, cast
 
 import numpy as np
 
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.io.atomic import atomic_file
 from staticsem.io.common import naming, warn_dropped_ngrams
+from staticsem.model import StaticModel
 from staticsem.quantize import dequantize
-
-if TYPE_CHECKING:
-    from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
 FASTTEXT_BIN_MAGIC = (793712314).to_bytes(4, "little")
@@ -92,8 +90,6 @@ def _decode(word: bytes, path: Path, where: str) -> str:
 
 def _collect(path: Path, rows: Iterator[tuple[str, np.ndarray]], expected: int | None) -> StaticModel:
     """Build a model from (word, vector) rows; ``expected`` is the header's word count, if any."""
-    from staticsem.model import StaticModel
-
     vocab: list[str] = []
     vectors: list[np.ndarray] = []
     seen: set[str] = set()
