@@ -144,7 +144,7 @@ def distill(
         float,
         typer.Option(
             help="swe: keep a moving average of the table being distilled (this decay per evaluation, every "
-            "40 steps) instead of the table itself [0: off; 0.9 helps --kd-corpus]."
+            "40 steps) instead of the table itself [0: off; 0.95 helps --kd-corpus]."
         ),
     ] = 0.0,
     dim: Annotated[int, typer.Option(help="Dimensions of the model.")] = 256,
