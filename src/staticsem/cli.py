@@ -258,7 +258,7 @@ _command(name="eval", epilog=EVAL_EPILOG)(_evaluate)
 _command(name="analyze", epilog=ANALYZE_EPILOG)(_analyze)
 
 
-# Search (staticsem.search.cli; usearch and SQLite load only when a command runs).
+# Search (staticsem.search.cli; usearch, tantivy and SQLite load only when a command runs).
 from staticsem.search import cli as _search  # noqa: E402
 
 index_app = typer.Typer(
@@ -266,7 +266,7 @@ index_app = typer.Typer(
 )
 app.add_typer(index_app, name="index")
 _command(index_app, name="build", epilog=_search.BUILD_EPILOG)(_search.build)
-for _name in ("add", "delete", "info"):
+for _name in ("add", "delete", "info", "optimize", "migrate", "export"):
     _command(index_app, name=_name)(getattr(_search, _name))
 _command(name="search", epilog=_search.SEARCH_EPILOG)(_search.search)
 

@@ -1,6 +1,5 @@
-"""``staticsem index build|add|delete|info`` and ``staticsem search`` (registered in ``staticsem.cli``).
-
-usearch and SQLite load only when a command runs.
+"""``staticsem index build|add|delete|info|optimize|migrate|export`` and ``staticsem search`` (registered
+in ``staticsem.cli``). usearch, tantivy and SQLite load only when a command runs.
 """
 
 from __future__ import annotations
@@ -74,10 +73,10 @@ def build(
     build_threads: Annotated[
         int,
         typer.Option(
-            help="Threads that build the HNSW graph. 1 reaches every document; 0 (every core) builds about"
-            " 2x faster but usearch's concurrent add strands about 1 in 10,000 (USearch#735)."
+            help="Vector segments a large write builds side by side, each graph on its own thread"
+            " (0: one per core)."
         ),
-    ] = 1,
+    ] = 0,
     bm25_common_df: Annotated[
         float,
         typer.Option(
@@ -144,6 +143,39 @@ def info(index: IndexArg) -> None:
     _out.print(table)
 
 
+def optimize(index: IndexArg) -> None:
+    """Merge the vector segments into one per core, without deleted vectors (searches get faster)."""
+    from staticsem.search import Index
+
+    with Index.open(index) as opened:
+        before = len(opened.snapshot.segments)
+        opened.merge(optimize=True)
+        _err.print(f"{before} vector segments -> {len(opened.snapshot.segments)} in {index}")
+
+
+def migrate(
+    index: IndexArg,
+    model: Annotated[Path | None, typer.Option(help="The index's model, if it has moved.")] = None,
+) -> None:
+    """Convert an index written by an earlier staticsem (format 1) in place (all or nothing)."""
+    from staticsem.search.export import migrate as run
+
+    with run(index, model, show_progress=True) as migrated:
+        _err.print(f"migrated {len(migrated):,} documents in {index} to format {migrated.config['version']}")
+
+
+def export(
+    index: IndexArg,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Parquet file to write.")],
+) -> None:
+    """Write documents, metadata (JSON) and vectors to Parquet, e.g. to load into a distributed engine."""
+    from staticsem.search import Index
+    from staticsem.search.export import export_parquet
+
+    with Index.open(index, read_only=True) as opened:
+        _err.print(f"exported {export_parquet(opened, out):,} documents to {out}")
+
+
 def search(
     index: IndexArg,
     query: Annotated[str, typer.Argument(help="The query text.")],
@@ -156,7 +188,7 @@ def search(
     model: Annotated[Path | None, typer.Option(help="The index's model, if it has moved.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the hits as a JSON array.")] = False,
 ) -> None:
-    """Search an index: dense (static model), BM25 (SQLite FTS5) or both fused."""
+    """Search an index: dense (static model), BM25 (tantivy) or both fused."""
     from staticsem.search import Index
 
     filters: dict[str, str] = {}

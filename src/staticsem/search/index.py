@@ -1,10 +1,10 @@
-"""``Index``: a persistent search index over documents, dense (static model) + BM25 (SQLite FTS5).
+"""``Index``: a persistent search index over documents, dense (static model) + BM25 (tantivy).
 
-An index folder holds ``config.json`` (the model's path and SHA-256, settings), ``docs.sqlite`` (documents,
-ids, metadata, the FTS5 table, the current vector generation) and ``vectors-GEN.usearch``. Every change
-(``add``, ``delete``) runs in one SQLite transaction: the new vector file is written under the next
-generation's name, then the transaction commits that generation, then the old file goes. A failure or a
-kill at any point leaves the previous state readable; ``build`` fills a temporary folder and renames it.
+An index folder holds ``config.json`` (format version, the model's path and SHA-256, settings),
+``docs.sqlite`` (the single source of truth: documents, ids, metadata, filter terms, the vector layout,
+tombstones; ``staticsem.search.store``), ``lexical/`` (tantivy's segments; ``staticsem.search.lexical``) and
+``seg-N.usearch`` vector segments (``staticsem.search.vectors``). How writes commit and survive a kill:
+``staticsem.search.writes``. ``build`` fills a temporary folder and renames it.
 """
 
 from __future__ import annotations
@@ -26,12 +26,15 @@ from staticsem.model import StaticModel
 from staticsem.search.common import Hit, SearchMode, batches, model_sha256, progress, resolve_model
 from staticsem.search.documents import Document
 from staticsem.search.fusion import FusionSettings, fuse
-from staticsem.search.store import DocStore, Row
-from staticsem.search.vectors import DEFAULT_DTYPE, HnswSettings, VectorIndex, vector_file
+from staticsem.search.lexical import LexicalIndex
+from staticsem.search.store import DocStore, Row, metadata_terms, where_terms
+from staticsem.search.vectors import DEFAULT_DTYPE, DTYPES, HnswSettings, Segment, Snapshot, plan_merge
+from staticsem.search.vectors import segment_file as _segment_file
+from staticsem.search.writes import Write, catch_up_lexical, file_lock, merge_segments
 
-CONFIG, DATABASE = "config.json", "docs.sqlite"
+CONFIG, DATABASE, LEXICAL = "config.json", "docs.sqlite", "lexical"
 BM25_COMMON_DF = 1.0  # BM25 leaves out words in more than this share of documents (1.0: exact BM25)
-FORMAT = "staticsem-index"
+FORMAT, VERSION = "staticsem-index", 2
 
 
 class Index:
@@ -44,12 +47,14 @@ class Index:
         self.hnsw = HnswSettings(**{k: v for k, v in vectors.items() if k != "dtype"})
         self.fusion = FusionSettings(**config["fusion"])
         self.bm25_common_df = float(config.get("bm25", {}).get("common_df", BM25_COMMON_DF))
-        self.store = DocStore(path / DATABASE, read_only=read_only, common_df=self.bm25_common_df)
+        self.store = DocStore(path / DATABASE, read_only=read_only)
+        self.lexical = LexicalIndex(path / LEXICAL)
         self._lock = threading.RLock()
-        self.generation = self.store.generation()
-        self.vectors = self._load_vectors(self.generation)
+        self._segments: dict[str, Segment] = {}
+        self.snapshot = Snapshot(-1, -1)
         if not read_only:
-            self._clean_stale_files()
+            self._catch_up()
+        self._refresh()
 
     # ------------------------------------------------------------------ creating and opening
     @classmethod
@@ -72,9 +77,11 @@ class Index:
         hnsw = hnsw or HnswSettings()
         if not 0 < bm25_common_df <= 1:
             raise InputError(f"bm25_common_df must be in (0, 1], got {bm25_common_df}")
+        if dtype not in DTYPES:
+            raise InputError(f"unknown vector dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
         config = {
             "format": FORMAT,
-            "version": 1,
+            "version": VERSION,
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "model": {
                 "path": model_path,
@@ -90,25 +97,22 @@ class Index:
         with atomic_folder(path, markers=(CONFIG, DATABASE), what="index") as tmp:
             (tmp / CONFIG).write_text(json.dumps(config, indent=2), encoding="utf-8")
             DocStore(tmp / DATABASE, create=True).close()
-            VectorIndex(static.dim, dtype, hnsw).save(vector_file(tmp, 0))  # checks dtype
-            index = cls(tmp, static, config, read_only=False)
-            try:
+            LexicalIndex(tmp / LEXICAL, create=True)
+            with cls(tmp, static, config, read_only=False) as index:
                 index.add(documents, upsert=upsert, batch_size=batch_size, show_progress=show_progress)
-            finally:
-                index.close()
         return cls(path, static, config, read_only=False)
 
     @classmethod
     def open(
         cls, path: str | Path, model: StaticModel | str | Path | None = None, *, read_only: bool = False
-    ):
+    ) -> Index:
         """Open an index; the model defaults to the one recorded in its ``config.json``.
 
         :raises InputError: when the model's weights differ from the ones the index was built with.
-        :raises ModelFormatError: for a missing or corrupt index file.
+        :raises ModelFormatError: for a missing or corrupt index file, or an index of an older format.
         """
         path = Path(path)
-        config = _read_config(path)
+        config = read_config(path)
         recorded = config["model"]
         if model is None:
             if not recorded.get("path") or not Path(recorded["path"]).exists():
@@ -126,16 +130,6 @@ class Index:
             )
         return cls(path, static, config, read_only=read_only)
 
-    def _load_vectors(self, generation: int) -> VectorIndex:
-        path = vector_file(self.path, generation)
-        return VectorIndex(self.model.dim, self.dtype, self.hnsw, path, view=self.read_only)
-
-    def _clean_stale_files(self) -> None:
-        keep = vector_file(self.path, self.generation).name
-        for stale in [*self.path.glob("vectors-*.usearch"), *self.path.glob(".vectors-*.tmp")]:
-            if stale.name != keep:
-                stale.unlink(missing_ok=True)
-
     def close(self) -> None:
         self.store.close()
 
@@ -147,6 +141,92 @@ class Index:
 
     def __len__(self) -> int:
         return self.store.documents()
+
+    @property
+    def generation(self) -> int:
+        return self.snapshot.generation
+
+    # ------------------------------------------------------------------ the committed state
+    def open_segment(self, name: str, path: Path | None = None) -> Segment:
+        if name not in self._segments:
+            path = path or _segment_file(self.path, name)
+            self._segments[name] = Segment(path, name, self.model.dim, self.dtype, self.hnsw)
+        return self._segments[name]
+
+    def _refresh(self) -> Snapshot:
+        """The snapshot of the last commit (re-read only when another write committed)."""
+        state = self.store.state()
+        current = self.snapshot
+        if state["generation"] == current.generation:
+            return current
+        with self._lock:
+            if state["layout"] != current.layout:
+                names = [name for name, _, _ in self.store.segments()]
+                segments = [self.open_segment(name) for name in names]
+                self._segments = {s.name: s for s in segments}
+            else:
+                segments = current.segments
+            known = dict(zip(current.buffer_keys.tolist(), current.buffer, strict=True))
+            keys, blobs = self.store.buffer(set(known))
+            rows = [
+                known[k] if b is None else np.frombuffer(b, dtype=np.float32)
+                for k, b in zip(keys, blobs, strict=True)
+            ]
+            buffer = np.vstack(rows) if rows else np.empty((0, self.model.dim), dtype=np.float32)
+            self.snapshot = Snapshot(
+                state["generation"], state["layout"], segments, self.store.tombstones(), keys, buffer
+            )
+            self.lexical.reload()
+            return self.snapshot
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[Write]:
+        """One write: catch the lexical side up, then one store transaction; see ``writes``."""
+        if self.read_only:
+            raise InputError(f"{self.path} is open read-only")
+        with self._lock, file_lock(self.path):
+            self._clean_stale_files()
+            lexical = self.lexical.writer()
+            try:
+                catch_up_lexical(self, lexical)
+                self.store.w.execute("BEGIN IMMEDIATE")
+                write = Write(self, lexical, self.store.next_key())
+                try:
+                    self._refresh()
+                    yield write
+                    self.store.finish_commit()
+                    self.store.w.execute("COMMIT")
+                except BaseException:
+                    self.store.w.execute("ROLLBACK")
+                    if write.builder is not None:
+                        write.builder.finish()
+                    for file in write.files:
+                        file.unlink(missing_ok=True)
+                    raise
+                lexical.commit()
+                self.store.lexical_done(self.store.next_key() - 1)
+            finally:
+                lexical.close()
+            old = set(self._segments)
+            self._refresh()
+            for name in old - set(self._segments):
+                _segment_file(self.path, name).unlink(missing_ok=True)
+
+    def _catch_up(self) -> None:
+        """Let the lexical engine replay what a killed write committed to the store only."""
+        with self._lock, file_lock(self.path):
+            lexical = self.lexical.writer()
+            try:
+                catch_up_lexical(self, lexical)
+            finally:
+                lexical.close()
+
+    def _clean_stale_files(self) -> None:
+        """Segment files no commit names (a write killed before its commit); under the write lock."""
+        keep = {f"{name}.usearch" for name, _, _ in self.store.segments()}
+        for stale in [*self.path.glob("seg-*.usearch"), *self.path.glob(".seg-*.tmp")]:
+            if stale.name not in keep:
+                stale.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ changing
     def add(
@@ -163,14 +243,16 @@ class Index:
         """
         if batch_size < 1:
             raise InputError(f"batch_size must be positive, got {batch_size}")
-        with self._transaction(), progress(show_progress) as advance:
+        with self._write() as write, progress(show_progress) as advance:
             added = 0
             for batch in batches(documents, batch_size):
-                added += self._add_batch([Document.coerce(item) for item in batch], upsert)
+                added += self._add_batch(write, [Document.coerce(item) for item in batch], upsert)
                 advance(len(batch))
-            return added
+            write.finish_vectors()
+        self.merge()
+        return added
 
-    def _add_batch(self, docs: list[Document], upsert: bool) -> int:
+    def _add_batch(self, write: Write, docs: list[Document], upsert: bool) -> int:
         given = [d.id for d in docs if d.id is not None]
         existing = self.store.keys_of(given)
         if not upsert:
@@ -183,7 +265,7 @@ class Index:
                     )
                 seen.add(doc_id)
         else:
-            self._remove([existing[i] for i in dict.fromkeys(given) if i in existing])
+            write.remove([existing[i] for i in dict.fromkeys(given) if i in existing], self.snapshot)
             last = {d.id: n for n, d in enumerate(docs) if d.id is not None}
             docs = [d for n, d in enumerate(docs) if d.id is None or last[d.id] == n]
         vectors = self.model.encode([d.text for d in docs], normalize=True)
@@ -200,12 +282,10 @@ class Index:
             if "UNIQUE" not in str(exc):
                 raise
             raise InputError(f"duplicate document id ({exc}); give every document an id") from None
-        self.vectors.add(keys[~zero], vectors[~zero])
+        for key, _, text, metadata, _ in rows:
+            write.lexical.add(key, text, metadata_terms(metadata))
+        write.add_vectors(keys[~zero], vectors[~zero])
         return len(docs)
-
-    def _remove(self, found: list[tuple[int, int]]) -> None:
-        self.store.delete([key for key, _ in found])
-        self.vectors.remove([key for key, zero in found if not zero])
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id.
@@ -213,48 +293,40 @@ class Index:
         :raises InputError: naming ids that are not in the index (then none is deleted).
         """
         ids = list(dict.fromkeys(str(i) for i in ids))
-        with self._transaction():
+        with self._write() as write:
             found = self.store.keys_of(ids)
             missing = [i for i in ids if i not in found]
             if missing:
                 raise InputError(f"no document with id {', '.join(map(repr, missing[:5]))} in {self.path}")
-            self._remove(list(found.values()))
+            write.remove(list(found.values()), self.snapshot)
+        self.merge()
         return len(ids)
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        """One SQLite transaction + the next vector generation, all or nothing."""
+    def merge(self, *, optimize: bool = False) -> int:
+        """Merge segments: by the size-tiered policy (after every write), or everything into one segment per
+        core without deleted vectors (``optimize``). :returns: how many segments were merged."""
         if self.read_only:
             raise InputError(f"{self.path} is open read-only")
-        with self._lock:
-            writer = self.store.writer
-            assert writer is not None
-            writer.execute("BEGIN IMMEDIATE")  # no other process commits until we do: refresh after it
-            try:
-                self._refresh()
-            except BaseException:
-                writer.execute("ROLLBACK")
-                raise
-            new = self.generation + 1
-            try:
-                yield
-                self.vectors.save(vector_file(self.path, new))
-                self.store.set_generation(new)
-                writer.execute("COMMIT")
-            except BaseException:
-                writer.execute("ROLLBACK")
-                vector_file(self.path, new).unlink(missing_ok=True)
-                self.vectors = self._load_vectors(self.generation)
-                raise
-            vector_file(self.path, self.generation).unlink(missing_ok=True)
-            self.generation = new
-
-    def _refresh(self) -> None:
-        """Reload the vectors when another process committed a newer generation."""
-        generation = self.store.generation()
-        if generation != self.generation:
-            self.vectors = self._load_vectors(generation)
-            self.generation = generation
+        merged = 0
+        while True:
+            snapshot = self._refresh()
+            if optimize:
+                names = [s.name for s in snapshot.segments] + (
+                    ["buffer"] if len(snapshot.buffer_keys) else []
+                )
+                simple = len(names) <= 1 and not any(len(d) for d in snapshot.dead.values())
+                names = [] if simple and len(names) <= self.hnsw.builders else names
+            else:
+                sizes = {s.name: (len(s), len(snapshot.dead.get(s.name, ()))) for s in snapshot.segments}
+                names = plan_merge(sizes, self.hnsw)
+            if not names:
+                return merged
+            with self._write() as write:
+                threads = self.hnsw.builders if optimize else 1
+                merge_segments(self, write, names, self.snapshot, threads)
+            merged += len(names)
+            if optimize:
+                return merged
 
     # ------------------------------------------------------------------ searching
     def search(
@@ -263,75 +335,87 @@ class Index:
         k: int = 10,
         *,
         mode: SearchMode | str = SearchMode.HYBRID,
-        where: dict[str, str] | None = None,
+        where: dict[str, Any] | None = None,
         exact: bool = False,
         fusion: FusionSettings | None = None,
     ) -> list[Hit]:
         """The ``k`` best documents for ``query``; ``where`` keeps documents whose metadata fields equal
-        the given values (compared as text)."""
+        the given values (strings as they are, numbers and booleans as JSON, any element of a list)."""
         mode = parse_choice(SearchMode, mode, "search mode")
         if not isinstance(query, str):
             raise InputError(f"the query must be a string, got {type(query).__name__}")
         if k < 1:
             raise InputError(f"k must be positive, got {k}")
         fusion = fusion or self.fusion
-        with self._lock:
-            self._refresh()
-            vectors = self.vectors
+        terms = where_terms(where)
+        snapshot = self._refresh()
         if mode is SearchMode.BM25:
-            return [_hit(row, score) for row, score in self.store.bm25(query, k, where)]
+            return self._hits(self._bm25(query, k, terms), k)
         depth = k if mode is SearchMode.DENSE else max(k, fusion.depth)
-        dense = self.dense(vectors, self.model.encode(query, normalize=True), depth, where, exact)
+        dense = self.dense(snapshot, self.model.encode(query, normalize=True), depth, where, exact)
         if mode is SearchMode.DENSE:
-            ranked = dense
-            rows = self.store.rows([key for key, _ in ranked])
-        else:
-            lexical = self.store.bm25(query, depth, where)
-            rows = {row[0]: row for row, _ in lexical}
-            ranked = fuse(
-                [dense, [(row[0], s) for row, s in lexical]],
-                [fusion.dense_weight, fusion.bm25_weight],
-                fusion,
-            )[:k]
-            rows.update(self.store.rows([key for key, _ in ranked if key not in rows]))
-        return [_hit(rows[key], score) for key, score in ranked if key in rows]
+            return self._hits(dense, k)
+        lexical = self._bm25(query, depth, terms)
+        weights = [fusion.dense_weight, fusion.bm25_weight]
+        return self._hits(fuse([dense, lexical], weights, fusion), k)
+
+    def _bm25(self, query: str, k: int, terms: list[str]) -> list[tuple[int, float]]:
+        return self.lexical.search(query, k, terms, self.bm25_common_df)
+
+    def _hits(self, ranked: list[tuple[int, float]], k: int) -> list[Hit]:
+        rows = self.store.rows([key for key, _ in ranked[: k + 8]])  # a key whose row is gone is left out
+        return [_hit(rows[key], score) for key, score in ranked if key in rows][:k]
 
     def dense(
-        self, vectors: VectorIndex, query: np.ndarray, k: int, where: dict[str, str] | None, exact: bool
+        self, snapshot: Snapshot, query: np.ndarray, k: int, where: dict[str, Any] | None, exact: bool
     ) -> list[tuple[int, float]]:
-        """Nearest keys by cosine; filtered: HNSW with growing over-fetch, or exact over the matches."""
+        """Nearest keys by cosine; filtered: the graphs with growing over-fetch, or exact over the matches."""
         if not np.any(query):
             return []
         if not where:
-            return vectors.search(query, k, exact=exact)
+            return snapshot.search(query, k, exact=exact)
         allowed = self.store.keys_where(where)
         if exact or len(allowed) <= self.hnsw.exact_threshold:
-            return vectors.search_among(query, allowed, k)
-        keep, fetch = set(allowed), k * max(2, 2 * len(vectors) // max(len(allowed), 1))
-        while fetch < len(vectors):
-            hits = [hit for hit in vectors.search(query, fetch) if hit[0] in keep]
+            return snapshot.search_among(query, allowed, k)
+        total = len(snapshot)
+        fetch = k * max(2, 2 * total // max(len(allowed), 1))
+        while fetch < total:
+            found = snapshot.search(query, fetch)
+            hits = [
+                hit for hit, keep in zip(found, np.isin([h[0] for h in found], allowed), strict=True) if keep
+            ]
             if len(hits) >= k:
                 return hits[:k]
             fetch *= 4
-        return vectors.search_among(query, allowed, k)
+        return snapshot.search_among(query, allowed, k)
 
     # ------------------------------------------------------------------ describing
     def info(self) -> dict[str, Any]:
         """What the index holds and how it was built (JSON-serialisable)."""
+        snapshot = self._refresh()
         total, zero = self.store.counts()
-        files = [p for p in self.path.iterdir() if p.is_file()]
+        files = [p for p in self.path.rglob("*") if p.is_file()]
         return {
             "path": str(self.path),
+            "format": self.config["version"],
             "documents": total,
             "zero_vectors": zero,
-            "vectors": len(self.vectors),
+            "vectors": len(snapshot),
+            "segments": [
+                {"name": s.name, "vectors": len(s), "deleted": len(snapshot.dead.get(s.name, ()))}
+                for s in snapshot.segments
+            ],
+            "buffered": len(snapshot.buffer_keys),
+            "lexical_segments": self.lexical.segments(),
             "dim": self.model.dim,
             "dtype": self.dtype,
-            "dense_search": "exact" if len(self.vectors) <= self.hnsw.exact_threshold else "hnsw",
+            "dense_search": "hnsw"
+            if any(len(s) > self.hnsw.exact_threshold for s in snapshot.segments)
+            else "exact",
             "model": self.config["model"],
             "hnsw": asdict(self.hnsw),
             "fusion": self.fusion.to_dict(),
-            "bm25": {"common_df": self.bm25_common_df},
+            "bm25": {"common_df": self.bm25_common_df, "engine": "tantivy"},
             "created": self.config.get("created"),
             "bytes_on_disk": sum(p.stat().st_size for p in files),
         }
@@ -342,7 +426,8 @@ def _hit(row: Row, score: float) -> Hit:
     return Hit(doc_id, float(score), text, json.loads(metadata))
 
 
-def _read_config(path: Path) -> dict[str, Any]:
+def read_config(path: Path) -> dict[str, Any]:
+    """An index folder's config.json, checked: an index of an earlier format is refused with the fix."""
     from staticsem.io.common import read_json
 
     if not path.is_dir():
@@ -350,6 +435,11 @@ def _read_config(path: Path) -> dict[str, Any]:
     config = read_json(path / CONFIG)
     if config.get("format") != FORMAT:
         raise ModelFormatError(f"{path / CONFIG}: not a staticsem index (format {config.get('format')!r})")
+    if config.get("version") != VERSION:
+        raise ModelFormatError(
+            f"{path}: index format {config.get('version')} (SQLite FTS5, one vector file) is not read by "
+            f"this staticsem (format {VERSION}); convert it in place: `staticsem index migrate {path}`"
+        )
     for key in ("model", "vectors", "fusion"):
         if not isinstance(config.get(key), dict):
             raise ModelFormatError(f"{path / CONFIG}: {key!r} is missing or not an object")

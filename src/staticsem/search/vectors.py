@@ -1,14 +1,20 @@
-"""Dense vectors of an index: a usearch HNSW graph (cosine), exact search when small or asked.
+"""Dense vectors of an index: immutable usearch segments plus a small buffer of recent writes.
 
-Keys are the document keys of the SQLite store. Documents with a zero vector are not added (cosine is
-undefined for them); they are found by BM25 only. Each saved state is a file ``vectors-GEN.usearch``
-written under a temporary name and renamed; the store records which generation matches its rows.
+A segment is one usearch file ``seg-N.usearch`` (cosine; exact search when small), written once under a
+temporary name, flushed and renamed before the store's commit names it; deleted keys are tombstones until a
+merge drops them. Writes too small for a segment go to the store's ``buffer`` table and are searched
+exactly. A ``Snapshot`` is one committed layout (segments, tombstones, buffer) that searches read without
+locks. A graph is always built on one thread (usearch's concurrent ``add`` strands nodes no search reaches,
+unum-cloud/USearch#735); a large write builds one segment per core, in parallel threads.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,99 +29,224 @@ DEFAULT_DTYPE = "bfloat16"
 
 @dataclass(frozen=True)
 class HnswSettings:
-    """usearch's graph settings and the size below which search is exact. ``expansion_search`` is 320,
-    not usearch's 64: recall@10 against exact search falls with size (1.5 M Wikipedia sentences: 0.909 at
-    64, 0.954 at 128, 0.980 at 256), and the target is 0.98 (``benchmarks/search_scale.py``). The graph
-    is built on ``add_threads`` = 1 thread: usearch's concurrent ``add`` leaves nodes stored that no search
-    reaches (unum-cloud/USearch#735, in 2.25 and 2.26): at 10k-100k Wikipedia sentences 1-5 in 10,000 on
-    every core, none on one. 0 (every core) builds 1.9-2.3x faster (1.5 M: 602 vs 1,161 s)."""
+    """Graph settings, the segment and merge policy. ``expansion_search`` is 320, not usearch's 64:
+    recall@10 against exact search falls with size (1.5 M Wikipedia sentences in one graph: 0.909 at 64,
+    0.980 at 256), and the target is 0.98 (``benchmarks/search_scale.py``). Each graph is built on one
+    thread (USearch#735); ``add_threads`` segments (0: one per core) are built side by side by a large
+    write. Writes under ``flush_size`` vectors wait in the buffer (searched exactly) until it holds that
+    many; segments of one size tier (``flush_size`` × ``merge_factor``^i) are merged ``merge_factor`` at a
+    time up to ``merge_max`` vectors after a write, and into one segment per core by ``optimize``."""
 
     connectivity: int = 16
     expansion_add: int = 128
     expansion_search: int = 320
     exact_threshold: int = 20_000
-    add_threads: int = 1
+    add_threads: int = 0
+    flush_size: int = 4096
+    merge_factor: int = 10
+    merge_max: int = 100_000
 
     def __post_init__(self) -> None:
         if self.add_threads < 0:
             raise InputError(
                 f"build threads (add_threads) must be 0 (every core) or more, got {self.add_threads}"
             )
+        if self.flush_size < 1 or self.merge_factor < 2 or self.merge_max < 0:
+            raise InputError("flush_size must be >= 1, merge_factor >= 2 and merge_max >= 0")
+
+    @property
+    def builders(self) -> int:
+        return self.add_threads or os.cpu_count() or 1
 
 
-def vector_file(folder: Path, generation: int) -> Path:
-    return folder / f"vectors-{generation}.usearch"
+def _usearch(dim: int, dtype: str, settings: HnswSettings):  # type: ignore[no-untyped-def]
+    from usearch.index import Index as Usearch
+
+    if dtype not in DTYPES:
+        raise InputError(f"unknown vector dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    return Usearch(
+        ndim=dim,
+        metric="cos",
+        dtype=DTYPES[dtype],
+        connectivity=settings.connectivity,
+        expansion_add=settings.expansion_add,
+        expansion_search=settings.expansion_search,
+    )
 
 
-class VectorIndex:
-    """A usearch index of unit vectors; ``view=True`` memory-maps a saved file read-only."""
+def segment_file(folder: Path, name: str) -> Path:
+    return folder / f"{name}.usearch"
 
-    def __init__(self, dim: int, dtype: str, settings: HnswSettings, path: Path | None = None, *, view=False):
-        from usearch.index import Index as Usearch
 
-        if dtype not in DTYPES:
-            raise InputError(f"unknown vector dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-        self.dim, self.dtype, self.settings, self.view = dim, dtype, settings, view
-        self.index = Usearch(
-            ndim=dim,
-            metric="cos",
-            dtype=DTYPES[dtype],
-            connectivity=settings.connectivity,
-            expansion_add=settings.expansion_add,
-            expansion_search=settings.expansion_search,
-        )
-        if path is not None:
-            if not path.is_file():
-                raise ModelFormatError(f"{path}: vector file is missing")
-            try:
-                self.index.view(str(path)) if view else self.index.load(str(path))
-            except (RuntimeError, ValueError) as exc:
-                raise ModelFormatError(f"{path}: corrupt vector file ({exc})") from None
-            if self.index.ndim != dim:
-                raise ModelFormatError(f"{path}: vectors have {self.index.ndim} dims, the index says {dim}")
+class Segment:
+    """One saved segment, memory-mapped read-only, with its sorted keys."""
+
+    def __init__(self, path: Path, name: str, dim: int, dtype: str, settings: HnswSettings) -> None:
+        self.name, self.settings = name, settings
+        if not path.is_file():
+            raise ModelFormatError(f"{path}: vector segment is missing")
+        self.index = _usearch(dim, dtype, settings)
+        try:
+            self.index.view(str(path))
+        except (RuntimeError, ValueError) as exc:
+            raise ModelFormatError(f"{path}: corrupt vector file ({exc})") from None
+        if self.index.ndim != dim:
+            raise ModelFormatError(f"{path}: vectors have {self.index.ndim} dims, the index says {dim}")
+        self.keys = np.sort(np.asarray(self.index.keys, dtype=np.int64))
 
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.keys)
 
-    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
-        if len(keys):
-            self.index.add(
-                keys.astype(np.uint64),
-                np.ascontiguousarray(vectors, dtype=np.float32),
-                threads=self.settings.add_threads,
-            )
+    def holds(self, keys: np.ndarray) -> np.ndarray:
+        at = np.searchsorted(self.keys, keys)
+        return (at < len(self.keys)) & (self.keys[np.minimum(at, len(self.keys) - 1)] == keys)
 
-    def remove(self, keys: list[int]) -> None:
-        for key in keys:
-            self.index.remove(int(key))
+    def vectors(self, keys: np.ndarray) -> np.ndarray:
+        if not len(keys):
+            return np.empty((0, self.index.ndim), dtype=np.float32)
+        return np.vstack(self.index.get(keys.astype(np.uint64), dtype="f32"))  # type: ignore[arg-type]
 
-    def save(self, path: Path) -> None:
-        """Write atomically: a temporary file beside ``path``, flushed, then renamed."""
-        tmp = path.with_name(f".{path.name}.tmp")
-        self.index.save(str(tmp))
-        with tmp.open("rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+    def search(self, query: np.ndarray, k: int, exact: bool) -> tuple[np.ndarray, np.ndarray]:
+        exact = exact or len(self) <= self.settings.exact_threshold
+        found = self.index.search(query, min(k, len(self)), exact=exact, threads=1)
+        return np.asarray(found.keys, dtype=np.int64), 1.0 - np.asarray(found.distances, dtype=np.float32)
+
+
+@dataclass
+class Snapshot:
+    """One committed layout of the dense side: what a search reads, never changed once built."""
+
+    generation: int
+    layout: int
+    segments: list[Segment] = field(default_factory=list)
+    dead: dict[str, np.ndarray] = field(default_factory=dict)
+    buffer_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    buffer: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.float32))
+
+    def __len__(self) -> int:
+        return sum(len(s) - len(self.dead.get(s.name, ())) for s in self.segments) + len(self.buffer_keys)
+
+    def owner(self, key: int) -> Segment | None:
+        for segment in self.segments:
+            if segment.holds(np.asarray([key]))[0]:
+                return segment
+        return None
 
     def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> list[tuple[int, float]]:
-        """The ``k`` nearest keys with cosine similarity, best first."""
-        size = len(self.index)
-        if size == 0 or k < 1:
-            return []
-        exact = exact or size <= self.settings.exact_threshold
-        found = self.index.search(query.astype(np.float32), min(k, size), exact=exact, threads=1)
-        return [(int(key), 1.0 - float(dist)) for key, dist in zip(found.keys, found.distances, strict=True)]
+        """The ``k`` nearest live keys with cosine similarity, best first."""
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        parts = [self._buffer_scores(query, self.buffer_keys, self.buffer)]
+        for segment in self.segments:
+            dead = self.dead.get(segment.name, np.empty(0, dtype=np.int64))
+            keys, scores = segment.search(query, k + len(dead), exact)
+            if len(dead):
+                live = ~np.isin(keys, dead)
+                keys, scores = keys[live], scores[live]
+            parts.append((keys, scores))
+        return _top(parts, k)
 
-    def search_among(self, query: np.ndarray, keys: list[int], k: int) -> list[tuple[int, float]]:
-        """Exact search restricted to ``keys`` (a metadata filter's documents), in numpy."""
-        best: list[tuple[int, float]] = []
-        for start in range(0, len(keys), 65_536):
-            chunk = np.asarray(keys[start : start + 65_536], dtype=np.uint64)
-            rows = np.vstack(self.index.get(chunk, dtype="f32"))  # type: ignore[arg-type]
-            norms = np.maximum(np.linalg.norm(rows, axis=1), np.finfo(np.float32).tiny)
-            scores = rows @ query.astype(np.float32) / norms
-            top = np.argpartition(-scores, min(k, len(scores)) - 1)[:k]
-            best = sorted(best + [(int(chunk[i]), float(scores[i])) for i in top], key=lambda item: -item[1])[
-                :k
-            ]
-        return best
+    def search_among(self, query: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Exact search restricted to the sorted keys ``allowed`` (a metadata filter's documents)."""
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        inside = np.isin(self.buffer_keys, allowed)
+        parts = [self._buffer_scores(query, self.buffer_keys[inside], self.buffer[inside])]
+        for segment in self.segments:
+            keys = allowed[segment.holds(allowed)]
+            for start in range(0, len(keys), 65_536):
+                chunk = keys[start : start + 65_536]
+                rows = segment.vectors(chunk)
+                norms = np.maximum(np.linalg.norm(rows, axis=1), np.finfo(np.float32).tiny)
+                parts.append(_best(chunk, rows @ query / norms, k))
+        return _top(parts, k)
+
+    @staticmethod
+    def _buffer_scores(
+        query: np.ndarray, keys: np.ndarray, rows: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        return (keys, rows @ query) if len(keys) else (keys, np.empty(0, dtype=np.float32))
+
+
+def _best(keys: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(scores) > k:
+        top = np.argpartition(-scores, k - 1)[:k]
+        return keys[top], scores[top]
+    return keys, scores
+
+
+def _top(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> list[tuple[int, float]]:
+    keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, dtype=np.int64)
+    scores = np.concatenate([p[1] for p in parts]).astype(np.float64) if parts else np.empty(0)
+    order = np.lexsort((keys, -scores))[:k]  # best first; ties by key
+    return [(int(keys[i]), float(scores[i])) for i in order]
+
+
+class SegmentBuilder:
+    """Builds segments from streamed vectors: batches go round-robin to ``threads`` graphs, each built on
+    its own thread (one thread per graph: USearch#735); ``save`` writes each non-empty one."""
+
+    def __init__(self, dim: int, dtype: str, settings: HnswSettings, threads: int = 1) -> None:
+        self.graphs = [_usearch(dim, dtype, settings) for _ in range(max(1, threads))]
+        self.pools = [ThreadPoolExecutor(1, thread_name_prefix="staticsem-hnsw") for _ in self.graphs]
+        self.pending: list[list[Future[None]]] = [[] for _ in self.graphs]
+        self.turn = 0
+        self._lock = threading.Lock()
+
+    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        """Queue a batch: split evenly over the graphs, so they grow side by side."""
+        rows = np.ascontiguousarray(vectors, dtype=np.float32)
+        parts = min(len(self.graphs), len(keys))
+        for part_keys, part_rows in zip(
+            np.array_split(keys, parts), np.array_split(rows, parts), strict=True
+        ):
+            at, self.turn = self.turn, (self.turn + 1) % len(self.graphs)
+            queue = self.pending[at]
+            while len(queue) >= 4:  # bounded: the stream waits for the graphs instead of piling up copies
+                queue.pop(0).result()
+            task = self.graphs[at].add
+            queue.append(self.pools[at].submit(task, part_keys.astype(np.uint64), part_rows, threads=1))
+
+    def finish(self) -> None:
+        try:
+            for queue in self.pending:
+                while queue:
+                    queue.pop(0).result()
+        finally:
+            for pool in self.pools:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def save(self, paths: Sequence[Path]) -> list[int]:
+        """Write each non-empty graph to the next of ``paths`` (flushed and renamed); their sizes."""
+        self.finish()
+        sizes = []
+        for graph, path in zip([g for g in self.graphs if len(g)], paths, strict=False):
+            tmp = path.with_name(f".{path.name}.tmp")
+            graph.save(str(tmp))
+            with tmp.open("rb") as handle:
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+            sizes.append(len(graph))
+        return sizes
+
+    def __len__(self) -> int:
+        """How many segments ``save`` writes (waits for the queued batches)."""
+        self.finish()
+        return sum(1 for g in self.graphs if len(g))
+
+
+def plan_merge(sizes: dict[str, tuple[int, int]], settings: HnswSettings) -> list[str]:
+    """Segments to merge now (size-tiered, as Lucene's policy): ``merge_factor`` segments of one tier, or
+    one whose share of deleted vectors is over a third; never more than ``merge_max`` live vectors."""
+    tiers: dict[int, list[tuple[int, str]]] = {}
+    for name, (count, dead) in sizes.items():
+        live = count - dead
+        if count and dead * 3 > count and live <= settings.merge_max:
+            return [name]
+        tier = int(
+            np.log(max(live, settings.flush_size) / settings.flush_size) / np.log(settings.merge_factor)
+        )
+        tiers.setdefault(tier, []).append((live, name))
+    for tier in sorted(tiers):
+        members = sorted(tiers[tier])[: settings.merge_factor]
+        if len(members) >= settings.merge_factor and sum(live for live, _ in members) <= settings.merge_max:
+            return [name for _, name in members]
+    return []

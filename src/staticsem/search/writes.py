@@ -1,0 +1,171 @@
+"""How an index changes: one write is one store transaction around lexical and vector work.
+
+Under the index's write lock (a thread lock and ``.write.lock``, so other processes wait):
+
+1. the lexical engine catches up with the store if a crash left it behind (its redo log: documents above
+   ``lexical_key`` and ``lexical_deletes``);
+2. ``BEGIN``; rows, filter terms and tombstones go into the store; texts into the lexical writer
+   (uncommitted); vectors into new segment files (written, flushed, renamed) or the store's buffer;
+3. ``COMMIT`` of the store: **the commit point**. A kill before it leaves the previous state (new segment
+   files unnamed by the store are removed later); a kill after it leaves the new state, and step 1 of the
+   next write replays what the lexical engine missed;
+4. the lexical commit, then ``lexical_key`` is recorded.
+
+A write adds or deletes what it touches: nothing is rewritten in proportion to the index. Merges are writes
+too: segments are read, rebuilt into one, swapped in one commit, and the old files removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from staticsem.search.lexical import LexicalWriter
+from staticsem.search.store import metadata_terms
+from staticsem.search.vectors import SegmentBuilder, Snapshot, segment_file
+
+if TYPE_CHECKING:
+    from staticsem.search.index import Index
+
+LOCK_FILE = ".write.lock"
+
+
+@contextlib.contextmanager
+def file_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on the index folder's lock file (other processes block until it is released)."""
+    with (folder / LOCK_FILE).open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@dataclass
+class Write:
+    """What one write transaction has done so far (before its commit)."""
+
+    index: Index
+    lexical: LexicalWriter
+    first_key: int
+    keys: list[np.ndarray] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+    deleted: set[int] = field(default_factory=set)
+    builder: SegmentBuilder | None = None
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def pending(self) -> int:
+        return sum(len(k) for k in self.keys)
+
+    def add_vectors(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        """Vectors of new documents: held until the write is large enough for its own segments."""
+        settings = self.index.hnsw
+        if self.builder is None:
+            self.keys.append(keys)
+            self.vectors.append(vectors)
+            if self.pending < settings.flush_size:
+                return
+            self.builder = SegmentBuilder(self.index.model.dim, self.index.dtype, settings, settings.builders)
+            keys, vectors = np.concatenate(self.keys), np.vstack(self.vectors)
+            self.keys, self.vectors = [], []
+        self.builder.add(keys, vectors)
+
+    def remove(self, found: list[tuple[int, int]], snapshot: Snapshot) -> None:
+        """Delete documents ``[(key, zero)]``: rows now, vectors by tombstone (or not added at all)."""
+        store = self.index.store
+        keys = [key for key, _ in found]
+        store.delete(keys)
+        self.lexical.delete(keys)
+        buffered = set(snapshot.buffer_keys.tolist())
+        graves = []
+        for key, zero in found:
+            if zero or key in buffered:
+                continue
+            if key >= self.first_key:
+                self.deleted.add(key)
+            elif (owner := snapshot.owner(key)) is not None:
+                graves.append((key, owner.name))
+        store.bury(graves)
+
+    def finish_vectors(self) -> None:
+        """Write the new vectors: to the buffer when small, else to new segments (buffer included)."""
+        store, settings = self.index.store, self.index.hnsw
+        if self.builder is None:
+            keys = np.concatenate(self.keys) if self.keys else np.empty(0, dtype=np.int64)
+            vectors = np.vstack(self.vectors) if self.vectors else np.empty((0, self.index.model.dim))
+            live = ~np.isin(keys, list(self.deleted))
+            keys, vectors = keys[live], vectors[live]
+            buffered = store.w.execute("SELECT COUNT(*) FROM buffer").fetchone()[0]
+            if buffered + len(keys) < settings.flush_size:
+                store.buffer_add(keys, vectors)
+                return
+            old_keys, old_vectors = store.take_buffer()
+            if len(old_keys):
+                keys, vectors = np.concatenate([old_keys, keys]), np.vstack([old_vectors, vectors])
+            self.builder = SegmentBuilder(self.index.model.dim, self.index.dtype, settings, 1)
+            self.builder.add(keys, vectors)
+        self.save_segments(self.builder, [])
+
+    def save_segments(self, builder: SegmentBuilder, replaced: list[str]) -> None:
+        store = self.index.store
+        names = [f"seg-{store.next_segment()}" for _ in range(len(builder))]
+        paths = [segment_file(self.index.path, name) for name in names]
+        self.files += paths
+        sizes = builder.save(paths)
+        store.replace_segments(replaced, [(n, s, True) for n, s in zip(names, sizes, strict=True)])
+        if self.deleted:  # documents added and deleted (upserted) within this write
+            keys = np.asarray(sorted(self.deleted), dtype=np.int64)
+            self._bury_where_held(keys, names, paths)
+
+    def _bury_where_held(self, keys: np.ndarray, names: list[str], paths: list[Path]) -> None:
+        held = []
+        for name, path in zip(names, paths, strict=True):
+            segment = self.index.open_segment(name, path)
+            held += [(int(k), name) for k in keys[segment.holds(keys)]]
+        self.index.store.bury(held)
+
+
+def catch_up_lexical(index: Index, writer: LexicalWriter) -> None:
+    """Replay into the lexical engine what the store committed and it did not (after a crash)."""
+    store = index.store
+    lexical_key, last, deletes = store.lexical_pending()
+    if lexical_key == last and not deletes and index.lexical.max_key() <= lexical_key:
+        return
+    writer.delete_above(lexical_key)
+    writer.delete(deletes)
+    for rows in store.iter_docs(after=lexical_key):
+        for key, _, text, metadata in rows:
+            writer.add(key, text, metadata_terms(_json(metadata)))
+    writer.commit()
+    store.lexical_done(last)
+
+
+def _json(text: str) -> dict:
+    import json
+
+    return json.loads(text)
+
+
+def merge_segments(index: Index, write: Write, names: list[str], snapshot: Snapshot, threads: int) -> None:
+    """Rebuild ``names`` (and, for ``optimize``, the buffer) without their deleted vectors."""
+    settings = index.hnsw
+    builder = SegmentBuilder(index.model.dim, index.dtype, settings, threads)
+    for segment in snapshot.segments:
+        if segment.name not in names:
+            continue
+        dead = snapshot.dead.get(segment.name, np.empty(0, dtype=np.int64))
+        live = segment.keys[~np.isin(segment.keys, dead)]
+        for start in range(0, len(live), settings.flush_size * 4):
+            chunk = live[start : start + settings.flush_size * 4]
+            builder.add(chunk, segment.vectors(chunk))
+    if "buffer" in names:
+        keys, vectors = index.store.take_buffer()
+        builder.add(keys, vectors)
+    write.save_segments(builder, [name for name in names if name != "buffer"])
