@@ -1,27 +1,36 @@
-"""staticsem.search at scale: build and query the 1.49 M Wikipedia sentences, vicinity in the same run.
+"""staticsem.search at scale: build and query the Wikipedia sentences, tantivy and vicinity in the same run.
 
-(the 1.49 M Wikipedia sentences of ``--data``, one document each; every phase runs in a fresh
-subprocess for its own peak RSS): our ``Index.build`` from the gzip files (encode + SQLite/FTS5 + HNSW),
-its size on disk; the same model's vectors, from which vicinity (model2vec's nearest-neighbour library,
-usearch backend, its defaults) and our vector index alone are built; then, for 1,000 STS-B dev sentences
-as queries, single-thread latency (p50 / p99, k=10) of vicinity's ``query`` and of our vector search on
-the same query vectors, of our whole ``Index.search`` (encode + search + SQLite rows) in each mode, and
-recall@10 of both HNSW indexes against exact float32 search, and how many of 20,000 sampled indexed vectors
-a search for themselves does not reach (usearch's concurrent ``add`` strands nodes: USearch#735).
+Every phase runs in a fresh subprocess (its own peak RSS), on the first ``--limit`` (default: all 1.49 M)
+sentences of ``--data``'s corpus, one document each:
+
+* ``build``: our ``Index.build`` from the gzip files (encode + tantivy + vector segments built side by side),
+  its size on disk, segments, and how many of 20,000 sampled vectors a search in their own segment does not
+  reach (usearch's concurrent ``add`` strands nodes: USearch#735; we build each graph on one thread);
+* ``vectors``: the same model's vectors and exact float32 top-10 for the queries;
+* ``vicinity``: model2vec's nearest-neighbour library (usearch backend, its defaults, every core) built
+  from those vectors, its recall and latency;
+* ``tantivy``: tantivy used directly (``en_stem`` text field, an integer key, a writer on every core,
+  queries through ``parse_query_lenient``), its build time and BM25 latency;
+* ``query``: our index read-only: dense recall@10 against exact search, single-thread latency (p50 / p99,
+  k = 10) of the vector search, of ``Index.search`` in each mode (text in, rows out) and of the lexical
+  engine alone on the same queries as tantivy; then, opened for writing, one-document adds and deletes.
+
+Queries: STS-B dev sentences (``--queries`` for dense, ``--bm25-queries`` for BM25 and hybrid).
 
 Run::
 
     python benchmarks/search_scale.py --output benchmarks/results/search_scale.json
-    python benchmarks/search_scale.py --model models/swe-wiki --limit 20000 --queries 100   # quick check
+    python benchmarks/search_scale.py --limit 500000 --output benchmarks/results/search_scale_500k.json
 
 Without ``--model`` the benchmarks' token model (30k words x 256, float16; built by ``_common`` in
-about a minute) is used: what is measured here is the index, and any staticsem model encodes alike.
+about a minute) is used: what is measured is the index, and any staticsem model encodes alike.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -34,9 +43,9 @@ import numpy as np
 
 import _common as common
 
-COMMON_DF = (1.0, 0.5, 0.2)
 EFS = (64, 256, 320)  # usearch's default (vicinity keeps it), then wider searches up to ours
 CORPUS_FILES = [f"corpus/enwiki2015-sentences-0{i}.txt.gz" for i in range(3)]
+WRITES = 50  # one-document adds, then deletes, timed at the end
 
 
 def parse_args() -> Any:
@@ -44,7 +53,7 @@ def parse_args() -> Any:
     parser.add_argument("--model", type=Path, default=None, help="staticsem model (default: the token model)")
     parser.add_argument("--limit", type=int, default=None, help="index only the first N sentences")
     parser.add_argument("--queries", type=int, default=1000, help="how many query sentences")
-    parser.add_argument("--bm25-queries", type=int, default=200, help="queries for the BM25/hybrid latency")
+    parser.add_argument("--bm25-queries", type=int, default=300, help="queries for the BM25/hybrid latency")
     parser.add_argument("--phase", default=None, help="internal: run one measured phase and print its JSON")
     return parser.parse_args()
 
@@ -88,22 +97,71 @@ def recall(found: list[np.ndarray], truth: np.ndarray) -> float:
     )
 
 
-def unreached(usearch: Any, keys: np.ndarray, vectors: np.ndarray, sample: int = 20_000) -> dict[str, int]:
-    """Indexed vectors whose own search (k=10, our default expansion for both indexes) finds neither them
-    nor an identical vector."""
-    from staticsem.search import HnswSettings
-
-    usearch.expansion_search = HnswSettings().expansion_search
-    rows = np.random.default_rng(0).choice(len(keys), min(sample, len(keys)), replace=False)
-    found = usearch.search(np.asarray(vectors[rows], dtype=np.float32), 10, threads=2)
-    reached = (found.keys == keys[rows, None]).any(axis=1) | (found.distances[:, 0] < 1e-3)
-    return {"unreached": int((~reached).sum()), "sampled": len(rows)}
+def unreached(segments: list[Any], sample: int = 20_000) -> dict[str, int]:
+    """Sampled indexed vectors whose search in their own segment (k=10, our default expansion) finds
+    neither them nor an identical vector."""
+    rng = np.random.default_rng(0)
+    total = sum(len(s) for s in segments)
+    missed = sampled = 0
+    for segment in segments:
+        take = max(1, round(sample * len(segment) / total))
+        keys = rng.choice(segment.keys, min(take, len(segment)), replace=False)
+        rows = segment.vectors(keys)
+        found = segment.index.search(rows, 10, threads=2)
+        reached = (found.keys == keys[:, None].astype(np.uint64)).any(axis=1) | (found.distances[:, 0] < 1e-3)
+        missed += int((~reached).sum())
+        sampled += len(keys)
+    return {"unreached": missed, "sampled": sampled}
 
 
 def top10(scores: np.ndarray) -> np.ndarray:
     """The 10 best rows by score, best first (argpartition, then sort those ten)."""
     best = np.argpartition(-scores, 10)[:10]
     return best[np.argsort(-scores[best], kind="stable")]
+
+
+def tantivy_direct(args: Any, queries: list[str]) -> dict[str, Any]:
+    """tantivy on its own: en_stem text, integer key, every core to index, lenient query parsing."""
+    import tantivy
+
+    folder = args.models / "search" / "scale" / "tantivy"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("text", tokenizer_name="en_stem")
+    builder.add_integer_field("key", indexed=True, fast=True)
+    index = tantivy.Index(builder.build(), path=str(folder))
+    started = time.perf_counter()
+    writer = index.writer(heap_size=256_000_000, num_threads=os.cpu_count() or 1)
+    for key, doc in enumerate(corpus(args.data, args.limit), 1):
+        writer.add_document(tantivy.Document(text=doc.text, key=key))
+    writer.commit()
+    writer.wait_merging_threads()
+    seconds = time.perf_counter() - started
+    index.reload()
+    searcher = index.searcher()
+
+    def search(text: str) -> list[int]:
+        query, _ = index.parse_query_lenient(text, ["text"])
+        hits = searcher.search(query, 10, count=False).hits
+        return searcher.fast_field_values("key", [address for _, address in hits])  # type: ignore[return-value]
+
+    return {
+        "build_seconds": seconds,
+        "bytes_on_disk": common.folder_bytes(folder),
+        "bm25": latencies(search, queries),
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def writes(index: Any, texts: list[str]) -> dict[str, Any]:
+    """One-document adds, then deletes of the same documents, each its own write."""
+    adds = latencies(
+        lambda i: index.add([{"id": f"write-{i}", "text": texts[i % len(texts)]}]), range(WRITES)
+    )
+    found = sum(bool(index.search(texts[i % len(texts)], 10, mode="bm25", where=None)) for i in range(WRITES))
+    deletes = latencies(lambda i: index.delete([f"write-{i}"]), range(WRITES))
+    return {"add": adds, "delete": deletes, "adds found": found}
 
 
 def phase(args: Any) -> dict[str, Any]:
@@ -114,6 +172,7 @@ def phase(args: Any) -> dict[str, Any]:
     vectors_file, truth_file = work / "vectors.npy", work / "truth.npy"
     model = staticsem.load(args.model)
     queries = query_sentences(args.data, args.queries)
+    bm25_queries = queries[: args.bm25_queries]
     query_vectors = model.encode(queries)
     if args.phase == "build":
         from staticsem.search import Index
@@ -121,13 +180,18 @@ def phase(args: Any) -> dict[str, Any]:
         started = time.perf_counter()
         with Index.build(model, corpus(args.data, args.limit), work / "index", show_progress=True) as index:
             seconds, info = time.perf_counter() - started, index.info()
+            reach = unreached(index.snapshot.segments)
         return {
             "seconds": seconds,
             "documents": info["documents"],
             "docs_per_s": info["documents"] / seconds,
             "bytes_on_disk": info["bytes_on_disk"],
+            "segments": info["segments"],
+            **reach,
             "peak_rss_mib": peak_rss_mib(),
         }
+    if args.phase == "tantivy":
+        return tantivy_direct(args, bm25_queries)
     if args.phase == "vectors":
         started = time.perf_counter()
         texts = [d.text for d in corpus(args.data, args.limit)]
@@ -137,12 +201,12 @@ def phase(args: Any) -> dict[str, Any]:
         truth = np.vstack([top10(vectors @ q) for q in query_vectors])
         np.save(truth_file, truth)
         return {"encode_seconds": seconds, "sentences": len(texts), "sentences_per_s": len(texts) / seconds}
-    vectors = np.load(vectors_file, mmap_mode="r")
     truth = np.load(truth_file)
-    keep = np.flatnonzero(np.any(np.asarray(vectors), axis=1))  # zero rows are not indexed by either
     if args.phase == "vicinity":
         from vicinity import Backend, Vicinity
 
+        vectors = np.load(vectors_file, mmap_mode="r")
+        keep = np.flatnonzero(np.any(np.asarray(vectors), axis=1))  # zero rows are not indexed by either
         started = time.perf_counter()
         vicinity = Vicinity.from_vectors_and_items(
             np.asarray(vectors[keep]), keep.tolist(), backend_type=Backend.USEARCH
@@ -155,7 +219,6 @@ def phase(args: Any) -> dict[str, Any]:
             "build_seconds": seconds,
             "vectors_per_s": len(keep) / seconds,
             "bytes_on_disk": common.folder_bytes(folder),
-            **unreached(vicinity.backend.index, np.arange(len(keep), dtype=np.uint64), vectors[keep]),
         }
         for ef in EFS:  # the same search effort as ours at each
             vicinity.backend.index.expansion_search = ef
@@ -163,51 +226,30 @@ def phase(args: Any) -> dict[str, Any]:
             out[f"recall@10 ef={ef}"] = recall(found, truth)
             out[f"query ef={ef}"] = latencies(lambda q: vicinity.query(q[None, :], k=10), query_vectors)
         return {**out, "peak_rss_mib": peak_rss_mib()}
-    if args.phase == "vectors-only":
-        from staticsem.search import HnswSettings
-        from staticsem.search.vectors import DEFAULT_DTYPE, VectorIndex
-
-        index = VectorIndex(model.dim, DEFAULT_DTYPE, HnswSettings())
-        started = time.perf_counter()
-        for start in range(0, len(keep), 65_536):
-            part = keep[start : start + 65_536]
-            index.add(part, np.asarray(vectors[part]))
-        seconds = time.perf_counter() - started
-        out = {
-            "build_seconds": seconds,
-            "vectors_per_s": len(keep) / seconds,
-            "add_threads": index.settings.add_threads,
-            **unreached(index.index, keep.astype(np.uint64), vectors[keep]),
-        }
-        for ef in EFS:
-            index.index.expansion_search = ef
-            found = [np.array([key for key, _ in index.search(q, 10)]) for q in query_vectors]
-            out[f"recall@10 ef={ef}"] = recall(found, truth)
-            out[f"query ef={ef}"] = latencies(lambda q: index.search(q, 10), query_vectors)
-        return {**out, "peak_rss_mib": peak_rss_mib()}
     if args.phase == "query":
         from staticsem.search import Index
 
         index = Index.open(work / "index", model, read_only=True)
-        # keys are 1-based document keys in corpus order (no ids given)
-        found = [np.array([key - 1 for key, _ in index.vectors.search(q, 10)]) for q in query_vectors]
-        out = {
-            "recall@10": recall(found, truth),
-            "vector search": latencies(lambda q: index.vectors.search(q, 10), query_vectors),
-        }
+        snapshot = index.snapshot
+        out: dict[str, Any] = {"segments": len(snapshot.segments)}
         for ef in EFS:  # usearch's expansion_search: the recall / latency trade
-            index.vectors.index.expansion_search = ef
-            found = [np.array([key - 1 for key, _ in index.vectors.search(q, 10)]) for q in query_vectors]
+            for segment in snapshot.segments:
+                segment.index.expansion_search = ef
+            # keys are 1-based document keys in corpus order (no ids given)
+            found = [np.array([key - 1 for key, _ in snapshot.search(q, 10)]) for q in query_vectors]
             out[f"recall@10 ef={ef}"] = recall(found, truth)
-            out[f"vector search ef={ef}"] = latencies(lambda q: index.vectors.search(q, 10), query_vectors)
-        index.vectors.index.expansion_search = index.hnsw.expansion_search
+            out[f"vector search ef={ef}"] = latencies(lambda q: snapshot.search(q, 10), query_vectors)
+        for segment in snapshot.segments:
+            segment.index.expansion_search = index.hnsw.expansion_search
+        out["lexical engine alone"] = latencies(lambda q: index.lexical.search(q, 10), bm25_queries)
         out["Index.search dense"] = latencies(lambda q: index.search(q, 10, mode="dense"), queries)
-        for common_df in COMMON_DF:  # exact BM25 scores every document holding any query word: slow
-            index.store.common_df = common_df
-            for mode in ("bm25", "hybrid"):
-                out[f"Index.search {mode} common_df={common_df}"] = latencies(
-                    lambda q, m=mode: index.search(q, 10, mode=m), queries[: args.bm25_queries]
-                )
+        for mode in ("bm25", "hybrid"):
+            out[f"Index.search {mode}"] = latencies(
+                lambda q, m=mode: index.search(q, 10, mode=m), bm25_queries
+            )
+        index.close()
+        with Index.open(work / "index", model) as writable:
+            out["writes"] = writes(writable, bm25_queries)
         out["peak_rss_mib"] = peak_rss_mib()
         return out
     raise SystemExit(f"unknown phase {args.phase}")
@@ -216,7 +258,7 @@ def phase(args: Any) -> dict[str, Any]:
 def scale(args: Any) -> dict[str, Any]:
     (args.models / "search" / "scale").mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"limit": args.limit, "queries": args.queries, "bm25": args.bm25_queries}
-    for name in ("build", "vectors", "vicinity", "vectors-only", "query"):
+    for name in ("build", "vectors", "tantivy", "vicinity", "query"):
         options = {
             "model": args.model or common.build_staticsem(args.models, args.data)[1],
             "data": args.data,
@@ -234,17 +276,9 @@ def scale(args: Any) -> dict[str, Any]:
     return results
 
 
-def searches(query: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
-    return [(k.removeprefix("Index.search "), v) for k, v in query.items() if k.startswith("Index.search")]
-
-
-def reached(part: dict[str, Any]) -> str:
-    return f"{part['unreached']} of {part['sampled']:,}" if "unreached" in part else ""
-
-
 def report_scale(results: dict[str, Any]) -> None:
-    build, vectors, vic, ours, query = (
-        results[k] for k in ("build", "vectors", "vicinity", "vectors-only", "query")
+    build, vectors, tan, vic, query = (
+        results[k] for k in ("build", "vectors", "tantivy", "vicinity", "query")
     )
     n = build["documents"]
     common.print_table(
@@ -252,12 +286,12 @@ def report_scale(results: dict[str, Any]) -> None:
         ["what", "seconds", "per second", "on disk", "peak RSS", "unreached"],
         [
             [
-                "staticsem Index.build (encode + SQLite/FTS5 + HNSW)",
+                f"staticsem Index.build (encode + tantivy + {len(build['segments'])} vector segments)",
                 f"{build['seconds']:.0f}",
                 f"{build['docs_per_s']:,.0f} docs",
                 common.mib(build["bytes_on_disk"]),
                 f"{build['peak_rss_mib']:,.0f} MiB",
-                "",
+                f"{build['unreached']} of {build['sampled']:,}",
             ],
             [
                 "  encode alone (1 process)",
@@ -268,39 +302,51 @@ def report_scale(results: dict[str, Any]) -> None:
                 "",
             ],
             [
-                "staticsem vector index alone (default dtype, HNSW)",
-                f"{ours['build_seconds']:.0f}",
-                f"{ours['vectors_per_s']:,.0f} vecs",
+                "tantivy alone (BM25 index, every core)",
+                f"{tan['build_seconds']:.0f}",
                 "",
-                f"{ours['peak_rss_mib']:,.0f} MiB",
-                reached(ours),
+                common.mib(tan["bytes_on_disk"]),
+                f"{tan['peak_rss_mib']:,.0f} MiB",
+                "",
             ],
             [
-                "vicinity (usearch backend, its defaults)",
+                "vicinity (usearch backend, its defaults, vectors only)",
                 f"{vic['build_seconds']:.0f}",
                 f"{vic['vectors_per_s']:,.0f} vecs",
                 common.mib(vic["bytes_on_disk"]),
                 f"{vic['peak_rss_mib']:,.0f} MiB",
-                reached(vic),
+                "",
             ],
         ],
     )
     rows = [
         *[
-            [f"{name} (vector in, ef={ef})", part[f"query ef={ef}"], f"{part[f'recall@10 ef={ef}']:.4f}"]
+            [
+                f"vicinity.query (vector in, ef={ef})",
+                vic[f"query ef={ef}"],
+                f"{vic[f'recall@10 ef={ef}']:.4f}",
+            ]
             for ef in EFS
-            for name, part in (("vicinity.query", vic), ("staticsem vector index", ours))
         ],
-        [
-            "staticsem Index vectors, read-only view (vector in)",
-            query["vector search"],
-            f"{query['recall@10']:.4f}",
+        *[
+            [
+                f"staticsem segments (vector in, ef={ef})",
+                query[f"vector search ef={ef}"],
+                f"{query[f'recall@10 ef={ef}']:.4f}",
+            ]
+            for ef in EFS
         ],
-        *[[f"staticsem Index.search {m} (text in, rows out)", t, ""] for m, t in searches(query)],
+        ["tantivy alone, BM25 (text in, keys out)", tan["bm25"], ""],
+        ["staticsem lexical engine alone (text in, keys out)", query["lexical engine alone"], ""],
+        *[
+            [f"staticsem Index.search {m} (text in, rows out)", query[f"Index.search {m}"], ""]
+            for m in ("dense", "bm25", "hybrid")
+        ],
+        *[[f"one-document {op} (a write, committed)", query["writes"][op], ""] for op in ("add", "delete")],
     ]
     common.print_table(
-        f"Queries: {results['queries']} STS-B sentences, k=10, one thread; recall@10 vs exact float32 search",
-        ["what", "p50 ms", "p99 ms", "queries/s", "recall@10"],
+        f"Queries: STS-B sentences ({results['queries']} dense, {results['bm25']} BM25/hybrid), k=10",
+        ["what", "p50 ms", "p99 ms", "per second", "recall@10"],
         [
             [name, f"{t['p50_ms']:.3f}", f"{t['p99_ms']:.3f}", f"{t['queries_per_s']:,.0f}", r]
             for name, t, r in rows

@@ -48,6 +48,8 @@ LOADS = [  # (label, connections, sentences per request)
 ]
 HERE = Path(__file__).resolve()
 JSON = {"content-type": "application/json"}
+KEY_ENV = "STATICSEM_BENCH_KEY"
+MODES = ("dense", "bm25", "hybrid")
 
 
 def raise_open_files(wanted: int = 16_384) -> None:
@@ -59,8 +61,40 @@ def raise_open_files(wanted: int = 16_384) -> None:
 
 
 # ---------------------------------------------------------------- client process
+def _request(
+    endpoint: str, rng: random.Random, sentences: list[str], batch: int
+) -> tuple[str, dict[str, Any]]:
+    """The path and body of one request: ``embeddings`` or ``search:MODE``."""
+    if endpoint.startswith("search:"):
+        return "/search", {"query": rng.choice(sentences), "k": 10, "mode": endpoint.partition(":")[2]}
+    return "/v1/embeddings", {"input": rng.sample(sentences, batch), "model": "bench"}
+
+
+def _answer_ok(endpoint: str, answer: dict[str, Any], batch: int) -> bool:
+    return "hits" in answer if endpoint.startswith("search:") else len(answer["data"]) == batch
+
+
+def _summary(latencies: list[float], duration: float, batch: int, errors: dict[str, int]) -> dict[str, Any]:
+    ms = sorted(latency * 1000 for latency in latencies)
+    pick = (lambda q: round(ms[min(len(ms) - 1, int(q * len(ms)))], 2)) if ms else (lambda q: None)
+    return {
+        "requests": len(ms),
+        "requests_per_s": round(len(ms) / duration, 1),
+        "sentences_per_s": round(len(ms) * batch / duration, 1),
+        "p50_ms": pick(0.50),
+        "p99_ms": pick(0.99),
+        "errors": sum(errors.values()),
+        "error_kinds": errors,
+    }
+
+
 async def _load(
-    url: str, sentences: list[str], connections: int, batch: int, duration: float
+    url: str,
+    sentences: list[str],
+    connections: int,
+    batch: int,
+    duration: float,
+    endpoint: str = "embeddings",
 ) -> dict[str, Any]:
     import aiohttp
     import orjson  # the client's own JSON work must stay small next to the server's
@@ -78,12 +112,13 @@ async def _load(
 
         async def worker() -> None:
             while time.perf_counter() < deadline:
-                body = orjson.dumps({"input": rng.sample(sentences, batch), "model": "bench"})
+                path, payload = _request(endpoint, rng, sentences, batch)
+                body = orjson.dumps(payload)
                 started = time.perf_counter()
                 try:
-                    async with session.post("/v1/embeddings", data=body, headers=JSON) as response:
+                    async with session.post(path, data=body, headers=JSON) as response:
                         content = await response.read()
-                    ok = response.status == 200 and len(orjson.loads(content)["data"]) == batch
+                    ok = response.status == 200 and _answer_ok(endpoint, orjson.loads(content), batch)
                     kind = "ok" if ok else f"HTTP {response.status}"
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     kind = type(exc).__name__
@@ -97,16 +132,57 @@ async def _load(
         for task in tasks:
             task.cancel()  # requests in flight at the deadline are not counted
         await asyncio.gather(*tasks, return_exceptions=True)
-    ms = sorted(latency * 1000 for latency in latencies)
-    pick = (lambda q: round(ms[min(len(ms) - 1, int(q * len(ms)))], 2)) if ms else (lambda q: None)
+    return _summary(latencies, duration, batch, errors)
+
+
+async def _writes(url: str, sentences: list[str], duration: float, key: str) -> dict[str, Any]:
+    """One writer: add one document, check the next search finds it, delete it, check it is gone."""
+    import aiohttp
+
+    auth = {**JSON, "authorization": f"Bearer {key}"}
+    adds: list[float] = []
+    deletes: list[float] = []
+    errors: dict[str, int] = {}
+    lost = resurrected = 0
+    rng = random.Random(1)
+    async with aiohttp.ClientSession(url, timeout=aiohttp.ClientTimeout(total=120)) as session:
+
+        async def found(doc_id: str, text: str) -> bool:
+            body = {"query": text, "k": 1, "mode": "bm25", "where": {"probe": doc_id}}
+            async with session.post("/search", json=body) as response:
+                return response.status == 200 and [h["id"] for h in (await response.json())["hits"]] == [
+                    doc_id
+                ]
+
+        deadline, number = time.perf_counter() + duration, 0
+        while time.perf_counter() < deadline:
+            number += 1
+            doc_id, text = f"bench-write-{number}", rng.choice(sentences)
+            document = {"id": doc_id, "text": text, "metadata": {"probe": doc_id}}
+            for method, path, body, into in (
+                ("POST", "/documents", {"documents": [document]}, adds),
+                ("DELETE", f"/documents/{doc_id}", None, deletes),
+            ):
+                started = time.perf_counter()
+                async with session.request(method, path, json=body, headers=auth) as response:
+                    await response.read()
+                if response.status != 200:
+                    errors[f"{method} HTTP {response.status}"] = (
+                        errors.get(f"{method} HTTP {response.status}", 0) + 1
+                    )
+                    continue
+                into.append(time.perf_counter() - started)
+                if method == "POST":
+                    lost += not await found(doc_id, text)
+                else:
+                    resurrected += await found(doc_id, text)
     return {
-        "requests": len(ms),
-        "requests_per_s": round(len(ms) / duration, 1),
-        "sentences_per_s": round(len(ms) * batch / duration, 1),
-        "p50_ms": pick(0.50),
-        "p99_ms": pick(0.99),
-        "errors": sum(errors.values()),
-        "error_kinds": errors,
+        "add": _summary(adds, duration, 1, {}),
+        "delete": _summary(deletes, duration, 1, {}),
+        "errors": errors,
+        "acknowledged_adds": len(adds),
+        "lost": lost,
+        "found_after_delete": resurrected,
     }
 
 
@@ -115,7 +191,11 @@ def client_main(args: argparse.Namespace) -> None:
 
     raise_open_files()
     sentences = common.read_sentences(args.data, 10_000)
-    result = uvloop.run(_load(args.client, sentences, args.connections, args.batch, args.duration))
+    if args.writer:
+        result = uvloop.run(_writes(args.client, sentences, args.duration, os.environ[KEY_ENV]))
+    else:
+        load = _load(args.client, sentences, args.connections, args.batch, args.duration, args.endpoint)
+        result = uvloop.run(load)
     print(json.dumps(result), flush=True)
 
 
@@ -173,10 +253,10 @@ def _proc_stat(pid: int) -> tuple[int, float]:
     return rss, cpu
 
 
-def _start(command: list[str], port: int) -> subprocess.Popen[bytes]:
+def _start(command: list[str], port: int, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     import httpx
 
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -191,13 +271,77 @@ def _start(command: list[str], port: int) -> subprocess.Popen[bytes]:
     raise SystemExit(f"server did not start: {' '.join(command)}")
 
 
-def _client(
-    args: argparse.Namespace, port: int, connections: int, batch: int, duration: float
-) -> dict[str, Any]:
+def _client_command(
+    args: argparse.Namespace, port: int, connections: int, batch: int, duration: float, endpoint: str
+) -> list[str]:
     command = [sys.executable, str(HERE), "--data", str(args.data), "--client", f"http://127.0.0.1:{port}"]
     command += ["--connections", str(connections), "--batch", str(batch), "--duration", str(duration)]
+    return command + ["--endpoint", endpoint]
+
+
+def _client(
+    args: argparse.Namespace,
+    port: int,
+    connections: int,
+    batch: int,
+    duration: float,
+    endpoint: str = "embeddings",
+) -> dict[str, Any]:
+    command = _client_command(args, port, connections, batch, duration, endpoint)
     done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=duration + 300)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def scifact_index(args: argparse.Namespace, model: Path) -> Path:
+    """The 5,183 SciFact abstracts (title + text, their ids), indexed with ``model`` (rebuilt each run)."""
+    from staticsem.search import Index
+
+    folder = args.models / "search" / f"serve-scifact-{common.slug(model.name)}"
+    lines = (args.data / "retrieval" / "scifact" / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    docs = ({"id": r["_id"], "text": f"{r.get('title', '')} {r['text']}".strip()} for r in records)
+    Index.build(model, docs, folder).close()
+    return folder
+
+
+def measure_index(args: argparse.Namespace, model: Path) -> dict[str, Any]:
+    """``staticsem serve --index`` on SciFact: each mode at one connection, then 200 connections of hybrid
+    search while one writer adds and deletes one-document batches (each checked by the next search)."""
+    index = scifact_index(args, model)
+    env = {**os.environ, KEY_ENV: "bench-" + os.urandom(8).hex()}
+    cli = "from staticsem.cli import main; main()"
+    command = [
+        sys.executable,
+        "-c",
+        cli,
+        "serve",
+        str(model),
+        "--index",
+        str(index),
+        "--api-key-env",
+        KEY_ENV,
+    ]
+    command += ["--port", str(args.port), "--name", model.name, "--graceful-timeout", "5"]
+    process = _start(command, args.port, env)
+    out: dict[str, Any] = {"documents": 5183}
+    try:
+        for mode in MODES:
+            out[f"one connection, {mode}"] = _client(args, args.port, 1, 1, args.duration, f"search:{mode}")
+            print(json.dumps({mode: out[f"one connection, {mode}"]}), flush=True)
+        writer_command = _client_command(args, args.port, 1, 1, args.duration, "writes") + ["--writer"]
+        writer = subprocess.Popen(writer_command, stdout=subprocess.PIPE, text=True, env=env)
+        out["200 connections, hybrid, under writes"] = _client(
+            args, args.port, 200, 1, args.duration, "search:hybrid"
+        )
+        stdout, _ = writer.communicate(timeout=args.duration + 300)
+        out["writer"] = json.loads(stdout.strip().splitlines()[-1])
+        print(
+            json.dumps({k: out[k] for k in ("200 connections, hybrid, under writes", "writer")}), flush=True
+        )
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    return out
 
 
 def _warm_up(port: int, batch: int, count: int = 4) -> None:
@@ -254,6 +398,9 @@ def main() -> None:
     parser.add_argument("--serve-teacher", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--connections", type=int, default=32, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--endpoint", default="embeddings", help=argparse.SUPPRESS)
+    parser.add_argument("--writer", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--index-only", action="store_true", help="only the search/write phase (SciFact)")
     args = parser.parse_args()
     if args.client:
         client_main(args)
@@ -264,6 +411,11 @@ def main() -> None:
     raise_open_files()
     common.offline()
     model = args.model or common.build_staticsem(args.models, args.data)[1]
+    if args.index_only:
+        results = {"model": str(model), "duration_s": args.duration, "index": measure_index(args, model)}
+        report_index(results["index"])
+        common.save_json(args.output, results)
+        return
     cli = "from staticsem.cli import main; main()"
     static = [sys.executable, "-c", cli, "serve", str(model), "--port", str(args.port), "--name", model.name]
     static += ["--workers", str(args.workers), "--graceful-timeout", "5"]
@@ -275,10 +427,29 @@ def main() -> None:
             [sys.executable, str(HERE), "--serve-teacher", "--port", str(args.port)],
             args.port,
         )
-    report(rows, model, args)
+    index = measure_index(args, model)
+    report(rows, model, args, index)
 
 
-def report(rows: list[dict[str, Any]], model: Path, args: argparse.Namespace) -> None:
+def report_index(index: dict[str, Any]) -> None:
+    rows = [[name, index[name]] for name in index if name.startswith(("one connection", "200 connections"))]
+    writer = index["writer"]
+    rows += [[f"writer: one-document {op} (with the API key)", writer[op]] for op in ("add", "delete")]
+    common.print_table(
+        f"staticsem serve --index on SciFact ({index['documents']:,} abstracts)",
+        ["what", "requests/s", "p50 ms", "p99 ms", "errors"],
+        [
+            [n, f"{r['requests_per_s']:,.0f}", str(r["p50_ms"]), str(r["p99_ms"]), str(r["errors"])]
+            for n, r in rows
+        ],
+    )
+    print(
+        f"writer: {writer['acknowledged_adds']} acknowledged adds, {writer['lost']} not found by the next "
+        f"search, {writer['found_after_delete']} found after their delete, errors {writer['errors'] or 0}"
+    )
+
+
+def report(rows: list[dict[str, Any]], model: Path, args: argparse.Namespace, index: dict[str, Any]) -> None:
     columns = [
         "server",
         "requests/s",
@@ -318,7 +489,9 @@ def report(rows: list[dict[str, Any]], model: Path, args: argparse.Namespace) ->
         "machine": machine,
         "rows": rows,
         "ratios": ratios,
+        "index": index,
     }
+    report_index(index)
     common.save_json(args.output, results)
 
 

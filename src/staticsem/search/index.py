@@ -52,6 +52,7 @@ class Index:
         self._lock = threading.RLock()
         self._segments: dict[str, Segment] = {}
         self.snapshot = Snapshot(-1, -1)
+        self._burials = -1
         if not read_only:
             self._catch_up()
         self._refresh()
@@ -166,6 +167,8 @@ class Index:
                 self._segments = {s.name: s for s in segments}
             else:
                 segments = current.segments
+            same = state["layout"] == current.layout and state["burials"] == self._burials
+            dead, self._burials = (current.dead if same else self.store.tombstones()), state["burials"]
             known = dict(zip(current.buffer_keys.tolist(), current.buffer, strict=True))
             keys, blobs = self.store.buffer(set(known))
             rows = [
@@ -174,7 +177,7 @@ class Index:
             ]
             buffer = np.vstack(rows) if rows else np.empty((0, self.model.dim), dtype=np.float32)
             self.snapshot = Snapshot(
-                state["generation"], state["layout"], segments, self.store.tombstones(), keys, buffer
+                state["generation"], state["layout"], segments, dead, keys, buffer
             )
             self.lexical.reload()
             return self.snapshot
@@ -194,7 +197,7 @@ class Index:
                 try:
                     self._refresh()
                     yield write
-                    self.store.finish_commit()
+                    self.store.finish_commit(write.added, write.removed)
                     self.store.w.execute("COMMIT")
                 except BaseException:
                     self.store.w.execute("ROLLBACK")
@@ -284,6 +287,7 @@ class Index:
             raise InputError(f"duplicate document id ({exc}); give every document an id") from None
         for key, _, text, metadata, _ in rows:
             write.lexical.add(key, text, metadata_terms(metadata))
+        write.added += len(rows)
         write.add_vectors(keys[~zero], vectors[~zero])
         return len(docs)
 

@@ -67,14 +67,6 @@ class LexicalIndex:
     def __len__(self) -> int:
         return int(self.searcher.num_docs)
 
-    def max_key(self) -> int:
-        """The largest committed key (0 when empty)."""
-        from tantivy import Order, Query
-
-        hits = self.searcher.search(Query.all_query(), 1, count=False, order_by_field="key", order=Order.Desc)
-        keys = self.searcher.fast_field_values("key", [address for _, address in hits.hits])
-        return int(keys[0]) if keys else 0  # type: ignore[arg-type]
-
     def segments(self) -> int:
         return int(self.searcher.num_segments)
 

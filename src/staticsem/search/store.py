@@ -11,7 +11,7 @@ Tables:
 * ``lexical_deletes``: deleted keys the lexical engine has not committed yet (its redo log, with
   ``state.lexical_key``: documents above that key are not yet committed there).
 * ``state``: counters: ``generation`` (bumped by every commit), ``layout`` (bumped when segments change),
-  ``documents``, ``lexical_key``, ``segment_seq``.
+  ``documents``, ``lexical_key``, ``segment_seq``, ``burials`` (bumped when tombstones are added).
 
 A write is one SQLite transaction; its commit is the commit point of the whole index
 (``staticsem.search.index``).
@@ -46,7 +46,7 @@ CREATE TABLE tombstones(key INTEGER PRIMARY KEY, segment TEXT NOT NULL);
 CREATE TABLE lexical_deletes(key INTEGER PRIMARY KEY);
 CREATE TABLE state(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT INTO state VALUES ('generation', 0), ('layout', 0), ('documents', 0), ('lexical_key', 0),
-    ('segment_seq', 0);
+    ('segment_seq', 0), ('burials', 0);
 """
 _FIELD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 Row = tuple[int, str, str, str]  # key, id, text, metadata JSON
@@ -234,7 +234,10 @@ class DocStore:
 
     def bury(self, segment_keys: Iterable[tuple[int, str]]) -> None:
         """Tombstones for deleted keys whose vectors stay in a segment until it is merged."""
-        self.w.executemany("INSERT INTO tombstones(key, segment) VALUES (?, ?)", list(segment_keys))
+        rows = list(segment_keys)
+        if rows:
+            self.w.executemany("INSERT INTO tombstones(key, segment) VALUES (?, ?)", rows)
+            self.w.execute("UPDATE state SET value = value + 1 WHERE name = 'burials'")
 
     def buffer_add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
         rows = np.ascontiguousarray(vectors, dtype=np.float32)
@@ -264,10 +267,10 @@ class DocStore:
         self.w.executemany("INSERT INTO segments(name, count, graph) VALUES (?, ?, ?)", added)
         self.w.execute("UPDATE state SET value = value + 1 WHERE name = 'layout'")
 
-    def finish_commit(self) -> None:
+    def finish_commit(self, added: int, deleted: int) -> None:
         """Bump the generation and the document count (inside the transaction, before COMMIT)."""
         self.w.execute("UPDATE state SET value = value + 1 WHERE name = 'generation'")
-        self.w.execute("UPDATE state SET value = (SELECT COUNT(*) FROM docs) WHERE name = 'documents'")
+        self.w.execute("UPDATE state SET value = value + ? WHERE name = 'documents'", (added - deleted,))
 
     def lexical_done(self, key: int) -> None:
         """The lexical engine has committed every document up to ``key`` and every logged delete."""

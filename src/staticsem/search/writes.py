@@ -57,6 +57,8 @@ class Write:
     keys: list[np.ndarray] = field(default_factory=list)
     vectors: list[np.ndarray] = field(default_factory=list)
     deleted: set[int] = field(default_factory=set)
+    added: int = 0
+    removed: int = 0
     builder: SegmentBuilder | None = None
     files: list[Path] = field(default_factory=list)
 
@@ -82,6 +84,7 @@ class Write:
         store = self.index.store
         keys = [key for key, _ in found]
         store.delete(keys)
+        self.removed += len(keys)
         self.lexical.delete(keys)
         buffered = set(snapshot.buffer_keys.tolist())
         graves = []
@@ -136,7 +139,7 @@ def catch_up_lexical(index: Index, writer: LexicalWriter) -> None:
     """Replay into the lexical engine what the store committed and it did not (after a crash)."""
     store = index.store
     lexical_key, last, deletes = store.lexical_pending()
-    if lexical_key == last and not deletes and index.lexical.max_key() <= lexical_key:
+    if lexical_key == last and not deletes:  # tantivy commits after the store: it is never ahead
         return
     writer.delete_above(lexical_key)
     writer.delete(deletes)
