@@ -323,8 +323,8 @@ AFTER_COMMIT = ["before-lexical-commit", "in-lexical-commit", "before-lexical-re
 
 @pytest.fixture()
 def segmented(model_dir: Path, tmp_path: Path) -> Index:
-    """The test documents in vector segments; every write makes a new segment (flush_size 1)."""
-    settings = HnswSettings(flush_size=1, merge_factor=100)
+    """The test documents in graph segments; every write makes a new one (flush_size 1, no flat segments)."""
+    settings = HnswSettings(flush_size=1, merge_factor=100, exact_threshold=0)
     with Index.build(model_dir, DOCS, tmp_path / "ix", hnsw=settings) as built:
         yield built
 

@@ -108,7 +108,9 @@ def test_merge_policy_is_size_tiered() -> None:
 def test_writes_across_segments_match_a_fresh_build(model: StaticModel, tmp_path: Path) -> None:
     """Upserts and deletes of documents in segments, the buffer and the same write, merges and optimize:
     every search equals one over an index built from scratch with the same documents."""
-    settings = HnswSettings(flush_size=4, merge_factor=3, add_threads=2)
+    settings = HnswSettings(
+        flush_size=4, merge_factor=3, add_threads=2, exact_threshold=10
+    )  # graphs and flat
     live = {f"d{i}": text for i, text in enumerate(texts(1, 30))}
     index = Index.build(
         model, [{"id": k, "text": v} for k, v in live.items()], tmp_path / "ix", hnsw=settings
@@ -216,6 +218,17 @@ def test_an_old_index_is_refused_then_migrated_in_place(model: StaticModel, tmp_
         hits = index.search("king", 2, mode="bm25")
         assert ids(hits) == ["k"] and hits[0].metadata == {"topic": "royal"} and len(index) == 2
         assert index.config["version"] == 2 and not (old / "vectors-1.usearch").exists()
+
+
+def test_a_corrupt_flat_segment_is_a_one_line_error(model: StaticModel, tmp_path: Path) -> None:
+    with Index.build(
+        model.save(tmp_path / "m"), texts(4, 10), tmp_path / "ix", hnsw=HnswSettings(flush_size=4)
+    ):
+        pass
+    assert [p.name for p in (tmp_path / "ix").glob("seg-*")] == ["seg-1.flat"]
+    (tmp_path / "ix" / "seg-1.flat").write_bytes(b"garbage" * 10)
+    with pytest.raises(ModelFormatError, match="seg-1.flat: corrupt vector file"):
+        Index.open(tmp_path / "ix")
 
 
 def test_export_to_parquet(model: StaticModel, tmp_path: Path) -> None:

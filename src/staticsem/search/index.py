@@ -148,9 +148,8 @@ class Index:
         return self.snapshot.generation
 
     # ------------------------------------------------------------------ the committed state
-    def open_segment(self, name: str, path: Path | None = None) -> Segment:
+    def open_segment(self, name: str, path: Path) -> Segment:
         if name not in self._segments:
-            path = path or _segment_file(self.path, name)
             self._segments[name] = Segment(path, name, self.model.dim, self.dtype, self.hnsw)
         return self._segments[name]
 
@@ -162,8 +161,8 @@ class Index:
             return current
         with self._lock:
             if state["layout"] != current.layout:
-                names = [name for name, _, _ in self.store.segments()]
-                segments = [self.open_segment(name) for name in names]
+                rows = self.store.segments()
+                segments = [self.open_segment(n, _segment_file(self.path, n, graph)) for n, _, graph in rows]
                 self._segments = {s.name: s for s in segments}
             else:
                 segments = current.segments
@@ -176,9 +175,7 @@ class Index:
                 for k, b in zip(keys, blobs, strict=True)
             ]
             buffer = np.vstack(rows) if rows else np.empty((0, self.model.dim), dtype=np.float32)
-            self.snapshot = Snapshot(
-                state["generation"], state["layout"], segments, dead, keys, buffer
-            )
+            self.snapshot = Snapshot(state["generation"], state["layout"], segments, dead, keys, buffer)
             self.lexical.reload()
             return self.snapshot
 
@@ -213,7 +210,8 @@ class Index:
             old = set(self._segments)
             self._refresh()
             for name in old - set(self._segments):
-                _segment_file(self.path, name).unlink(missing_ok=True)
+                for graph in (True, False):
+                    _segment_file(self.path, name, graph).unlink(missing_ok=True)
 
     def _catch_up(self) -> None:
         """Let the lexical engine replay what a killed write committed to the store only."""
@@ -226,8 +224,8 @@ class Index:
 
     def _clean_stale_files(self) -> None:
         """Segment files no commit names (a write killed before its commit); under the write lock."""
-        keep = {f"{name}.usearch" for name, _, _ in self.store.segments()}
-        for stale in [*self.path.glob("seg-*.usearch"), *self.path.glob(".seg-*.tmp")]:
+        keep = {_segment_file(self.path, name, graph).name for name, _, graph in self.store.segments()}
+        for stale in [*self.path.glob("seg-*"), *self.path.glob(".seg-*.tmp")]:
             if stale.name not in keep:
                 stale.unlink(missing_ok=True)
 

@@ -1,7 +1,8 @@
-"""Dense vectors of an index: immutable usearch segments plus a small buffer of recent writes.
+"""Dense vectors of an index: immutable segments plus a small buffer of recent writes.
 
-A segment is one usearch file ``seg-N.usearch`` (cosine; exact search when small), written once under a
-temporary name, flushed and renamed before the store's commit names it; deleted keys are tombstones until a
+A segment is one usearch graph file ``seg-N.usearch`` (cosine), or, up to ``exact_threshold`` vectors, a
+flat ``seg-N.flat`` (safetensors keys + vectors, searched exactly: no graph to build), written once under
+a temporary name, flushed and renamed before the store's commit names it; deleted keys are tombstones until a
 merge drops them. Writes too small for a segment go to the store's ``buffer`` table and are searched
 exactly. A ``Snapshot`` is one committed layout (segments, tombstones, buffer) that searches read without
 locks. A graph is always built on one thread (usearch's concurrent ``add`` strands nodes no search reaches,
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,25 +75,48 @@ def _usearch(dim: int, dtype: str, settings: HnswSettings):  # type: ignore[no-u
     )
 
 
-def segment_file(folder: Path, name: str) -> Path:
-    return folder / f"{name}.usearch"
+def segment_file(folder: Path, name: str, graph: bool) -> Path:
+    """A graph segment is a usearch file; a flat one (at most ``exact_threshold`` vectors) safetensors."""
+    return folder / f"{name}.usearch" if graph else folder / f"{name}.flat"
+
+
+def _write_synced(path: Path, write: Callable[[str], object]) -> None:
+    """``write(temporary name)``, flush it to disk, rename it to ``path``."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    write(str(tmp))
+    with tmp.open("rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
 
 
 class Segment:
-    """One saved segment, memory-mapped read-only, with its sorted keys."""
+    """One saved segment with its sorted keys: a graph memory-mapped read-only, or flat vectors in memory.
+    A segment of at most ``exact_threshold`` vectors is searched exactly, in numpy."""
 
     def __init__(self, path: Path, name: str, dim: int, dtype: str, settings: HnswSettings) -> None:
-        self.name, self.settings = name, settings
+        self.name, self.settings, self.index = name, settings, None
         if not path.is_file():
             raise ModelFormatError(f"{path}: vector segment is missing")
-        self.index = _usearch(dim, dtype, settings)
+        from safetensors import SafetensorError
+
         try:
-            self.index.view(str(path))
-        except (RuntimeError, ValueError) as exc:
+            if path.suffix == ".flat":
+                from safetensors.numpy import load_file
+
+                tensors = load_file(str(path))
+                self.keys, rows = tensors["keys"], tensors["vectors"].astype(np.float32)
+            else:
+                self.index = _usearch(dim, dtype, settings)
+                self.index.view(str(path))
+                self.keys = np.sort(np.asarray(self.index.keys, dtype=np.int64))
+                rows = self.vectors(self.keys) if len(self.keys) <= settings.exact_threshold else None
+        except (RuntimeError, ValueError, KeyError, OSError, SafetensorError) as exc:
             raise ModelFormatError(f"{path}: corrupt vector file ({exc})") from None
-        if self.index.ndim != dim:
-            raise ModelFormatError(f"{path}: vectors have {self.index.ndim} dims, the index says {dim}")
-        self.keys = np.sort(np.asarray(self.index.keys, dtype=np.int64))
+        if rows is not None and rows.shape[1:] != (dim,) or self.index is not None and self.index.ndim != dim:
+            raise ModelFormatError(f"{path}: vectors of another width than the index's {dim} dims")
+        self.matrix = (
+            None if rows is None else rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+        )
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -102,12 +126,18 @@ class Segment:
         return (at < len(self.keys)) & (self.keys[np.minimum(at, len(self.keys) - 1)] == keys)
 
     def vectors(self, keys: np.ndarray) -> np.ndarray:
+        """The stored vectors of ``keys`` (all held here), as float32."""
+        if self.index is None:
+            assert self.matrix is not None
+            return self.matrix[np.searchsorted(self.keys, keys)]
         if not len(keys):
             return np.empty((0, self.index.ndim), dtype=np.float32)
         return np.vstack(self.index.get(keys.astype(np.uint64), dtype="f32"))  # type: ignore[arg-type]
 
     def search(self, query: np.ndarray, k: int, exact: bool) -> tuple[np.ndarray, np.ndarray]:
-        exact = exact or len(self) <= self.settings.exact_threshold
+        if self.matrix is not None:
+            return _best(self.keys, self.matrix @ query, k)
+        assert self.index is not None
         found = self.index.search(query, min(k, len(self)), exact=exact, threads=1)
         return np.asarray(found.keys, dtype=np.int64), 1.0 - np.asarray(found.distances, dtype=np.float32)
 
@@ -180,9 +210,41 @@ def _top(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> list[tuple[i
     return [(int(keys[i]), float(scores[i])) for i in order]
 
 
+class FlatBuilder:
+    """One flat segment (no graph: it is searched exactly), for flushes and merges of few vectors."""
+
+    graph = False
+
+    def __init__(self, dtype: str) -> None:
+        self.dtype = np.float32 if dtype == "float32" else np.float16
+        self.keys: list[np.ndarray] = []
+        self.rows: list[np.ndarray] = []
+
+    def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        self.keys.append(np.asarray(keys, dtype=np.int64))
+        self.rows.append(np.asarray(vectors, dtype=self.dtype))
+
+    def finish(self) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return int(any(len(k) for k in self.keys))
+
+    def save(self, paths: Sequence[Path]) -> list[int]:
+        from safetensors.numpy import save_file
+
+        keys = np.concatenate(self.keys)
+        order = np.argsort(keys)
+        tensors = {"keys": keys[order], "vectors": np.ascontiguousarray(np.vstack(self.rows)[order])}
+        _write_synced(paths[0], lambda name: save_file(tensors, name))
+        return [len(keys)]
+
+
 class SegmentBuilder:
-    """Builds segments from streamed vectors: batches go round-robin to ``threads`` graphs, each built on
-    its own thread (one thread per graph: USearch#735); ``save`` writes each non-empty one."""
+    """Builds graph segments from streamed vectors: batches go round-robin to ``threads`` graphs, each
+    built on its own thread (one thread per graph: USearch#735); ``save`` writes each non-empty one."""
+
+    graph = True
 
     def __init__(self, dim: int, dtype: str, settings: HnswSettings, threads: int = 1) -> None:
         self.graphs = [_usearch(dim, dtype, settings) for _ in range(max(1, threads))]
@@ -219,11 +281,7 @@ class SegmentBuilder:
         self.finish()
         sizes = []
         for graph, path in zip([g for g in self.graphs if len(g)], paths, strict=False):
-            tmp = path.with_name(f".{path.name}.tmp")
-            graph.save(str(tmp))
-            with tmp.open("rb") as handle:
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
+            _write_synced(path, graph.save)
             sizes.append(len(graph))
         return sizes
 

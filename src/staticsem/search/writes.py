@@ -28,7 +28,7 @@ import numpy as np
 
 from staticsem.search.lexical import LexicalWriter
 from staticsem.search.store import metadata_terms
-from staticsem.search.vectors import SegmentBuilder, Snapshot, segment_file
+from staticsem.search.vectors import FlatBuilder, SegmentBuilder, Snapshot, segment_file
 
 if TYPE_CHECKING:
     from staticsem.search.index import Index
@@ -59,7 +59,7 @@ class Write:
     deleted: set[int] = field(default_factory=set)
     added: int = 0
     removed: int = 0
-    builder: SegmentBuilder | None = None
+    builder: SegmentBuilder | FlatBuilder | None = None
     files: list[Path] = field(default_factory=list)
 
     @property
@@ -72,7 +72,7 @@ class Write:
         if self.builder is None:
             self.keys.append(keys)
             self.vectors.append(vectors)
-            if self.pending < settings.flush_size:
+            if self.pending <= settings.exact_threshold:  # not (yet) worth a graph
                 return
             self.builder = SegmentBuilder(self.index.model.dim, self.index.dtype, settings, settings.builders)
             keys, vectors = np.concatenate(self.keys), np.vstack(self.vectors)
@@ -112,17 +112,17 @@ class Write:
             old_keys, old_vectors = store.take_buffer()
             if len(old_keys):
                 keys, vectors = np.concatenate([old_keys, keys]), np.vstack([old_vectors, vectors])
-            self.builder = SegmentBuilder(self.index.model.dim, self.index.dtype, settings, 1)
+            self.builder = new_builder(self.index, len(keys), 1)
             self.builder.add(keys, vectors)
         self.save_segments(self.builder, [])
 
-    def save_segments(self, builder: SegmentBuilder, replaced: list[str]) -> None:
+    def save_segments(self, builder: SegmentBuilder | FlatBuilder, replaced: list[str]) -> None:
         store = self.index.store
         names = [f"seg-{store.next_segment()}" for _ in range(len(builder))]
-        paths = [segment_file(self.index.path, name) for name in names]
+        paths = [segment_file(self.index.path, name, builder.graph) for name in names]
         self.files += paths
         sizes = builder.save(paths)
-        store.replace_segments(replaced, [(n, s, True) for n, s in zip(names, sizes, strict=True)])
+        store.replace_segments(replaced, [(n, s, builder.graph) for n, s in zip(names, sizes, strict=True)])
         if self.deleted:  # documents added and deleted (upserted) within this write
             keys = np.asarray(sorted(self.deleted), dtype=np.int64)
             self._bury_where_held(keys, names, paths)
@@ -133,6 +133,13 @@ class Write:
             segment = self.index.open_segment(name, path)
             held += [(int(k), name) for k in keys[segment.holds(keys)]]
         self.index.store.bury(held)
+
+
+def new_builder(index: Index, size: int, threads: int) -> SegmentBuilder | FlatBuilder:
+    """A flat segment for up to ``exact_threshold`` vectors (searched exactly anyway), else graphs."""
+    if size <= index.hnsw.exact_threshold:
+        return FlatBuilder(index.dtype)
+    return SegmentBuilder(index.model.dim, index.dtype, index.hnsw, threads)
 
 
 def catch_up_lexical(index: Index, writer: LexicalWriter) -> None:
@@ -159,10 +166,11 @@ def _json(text: str) -> dict:
 def merge_segments(index: Index, write: Write, names: list[str], snapshot: Snapshot, threads: int) -> None:
     """Rebuild ``names`` (and, for ``optimize``, the buffer) without their deleted vectors."""
     settings = index.hnsw
-    builder = SegmentBuilder(index.model.dim, index.dtype, settings, threads)
-    for segment in snapshot.segments:
-        if segment.name not in names:
-            continue
+    merged = [s for s in snapshot.segments if s.name in names]
+    size = sum(len(s) - len(snapshot.dead.get(s.name, ())) for s in merged)
+    size += len(snapshot.buffer_keys) if "buffer" in names else 0
+    builder = new_builder(index, size, threads)
+    for segment in merged:
         dead = snapshot.dead.get(segment.name, np.empty(0, dtype=np.int64))
         live = segment.keys[~np.isin(segment.keys, dead)]
         for start in range(0, len(live), settings.flush_size * 4):
