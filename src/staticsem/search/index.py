@@ -170,11 +170,11 @@ class Index:
             dead, self._burials = (current.dead if same else self.store.tombstones()), state["burials"]
             known = dict(zip(current.buffer_keys.tolist(), current.buffer, strict=True))
             keys, blobs = self.store.buffer(set(known))
-            rows = [
+            vectors: list[np.ndarray] = [
                 known[k] if b is None else np.frombuffer(b, dtype=np.float32)
                 for k, b in zip(keys, blobs, strict=True)
             ]
-            buffer = np.vstack(rows) if rows else np.empty((0, self.model.dim), dtype=np.float32)
+            buffer = np.vstack(vectors) if vectors else np.empty((0, self.model.dim), dtype=np.float32)
             self.snapshot = Snapshot(state["generation"], state["layout"], segments, dead, keys, buffer)
             self.lexical.reload()
             return self.snapshot

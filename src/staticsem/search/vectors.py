@@ -104,7 +104,8 @@ class Segment:
                 from safetensors.numpy import load_file
 
                 tensors = load_file(str(path))
-                self.keys, rows = tensors["keys"], tensors["vectors"].astype(np.float32)
+                rows: np.ndarray | None = tensors["vectors"].astype(np.float32)
+                self.keys = tensors["keys"]
             else:
                 self.index = _usearch(dim, dtype, settings)
                 self.index.view(str(path))
