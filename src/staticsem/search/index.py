@@ -49,7 +49,9 @@ class Index:
         self.bm25_common_df = float(config.get("bm25", {}).get("common_df", BM25_COMMON_DF))
         self.store = DocStore(path / DATABASE, read_only=read_only)
         self.lexical = LexicalIndex(path / LEXICAL)
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # writes
+        self._refresh_lock = threading.Lock()
+        self._lexical_seen = -1
         self._segments: dict[str, Segment] = {}
         self.snapshot = Snapshot(-1, -1)
         self._burials = -1
@@ -154,39 +156,53 @@ class Index:
         return self._segments[name]
 
     def _refresh(self) -> Snapshot:
-        """The snapshot of the last commit (re-read only when another write committed)."""
+        """The snapshot of the last commit, re-read (in one read transaction) only when a write committed;
+        the lexical searcher is reloaded when tantivy committed. Searches never wait for a write."""
         state = self.store.state()
-        current = self.snapshot
-        if state["generation"] == current.generation:
-            return current
-        with self._lock:
-            if state["layout"] != current.layout:
-                rows = self.store.segments()
-                segments = [self.open_segment(n, _segment_file(self.path, n, graph)) for n, _, graph in rows]
-                self._segments = {s.name: s for s in segments}
-            else:
-                segments = current.segments
-            same = state["layout"] == current.layout and state["burials"] == self._burials
-            dead, self._burials = (current.dead if same else self.store.tombstones()), state["burials"]
-            known = dict(zip(current.buffer_keys.tolist(), current.buffer, strict=True))
-            keys, blobs = self.store.buffer(set(known))
-            vectors: list[np.ndarray] = [
-                known[k] if b is None else np.frombuffer(b, dtype=np.float32)
-                for k, b in zip(keys, blobs, strict=True)
-            ]
-            buffer = np.vstack(vectors) if vectors else np.empty((0, self.model.dim), dtype=np.float32)
-            self.snapshot = Snapshot(state["generation"], state["layout"], segments, dead, keys, buffer)
+        if state["lexical_generation"] != self._lexical_seen:
             self.lexical.reload()
+            self._lexical_seen = state["lexical_generation"]
+        if state["generation"] == self.snapshot.generation:
+            return self.snapshot
+        with self._refresh_lock:
+            current, reader = self.snapshot, self.store.reader
+            reader.execute("BEGIN")
+            try:
+                state = self.store.state()
+                if state["generation"] == current.generation:
+                    return current
+                self.snapshot = self._read_snapshot(state, current)
+            finally:
+                reader.execute("COMMIT")
             return self.snapshot
 
+    def _read_snapshot(self, state: dict[str, int], current: Snapshot) -> Snapshot:
+        if state["layout"] != current.layout:
+            rows = self.store.segments()
+            segments = [self.open_segment(n, _segment_file(self.path, n, graph)) for n, _, graph in rows]
+            self._segments = {s.name: s for s in segments}
+        else:
+            segments = current.segments
+        same = state["layout"] == current.layout and state["burials"] == self._burials
+        dead, self._burials = (current.dead if same else self.store.tombstones()), state["burials"]
+        known = dict(zip(current.buffer_keys.tolist(), current.buffer, strict=True))
+        keys, blobs = self.store.buffer(set(known))
+        vectors: list[np.ndarray] = [
+            known[k] if b is None else np.frombuffer(b, dtype=np.float32)
+            for k, b in zip(keys, blobs, strict=True)
+        ]
+        buffer = np.vstack(vectors) if vectors else np.empty((0, self.model.dim), dtype=np.float32)
+        return Snapshot(state["generation"], state["layout"], segments, dead, keys, buffer)
+
     @contextlib.contextmanager
-    def _write(self) -> Iterator[Write]:
-        """One write: catch the lexical side up, then one store transaction; see ``writes``."""
+    def _write(self, threads: int = 1) -> Iterator[Write]:
+        """One write: catch the lexical side up, then one store transaction; see ``writes``. ``threads``:
+        the lexical writer's (0: every core, for large writes)."""
         if self.read_only:
             raise InputError(f"{self.path} is open read-only")
         with self._lock, file_lock(self.path):
             self._clean_stale_files()
-            lexical = self.lexical.writer()
+            lexical = self.lexical.writer(threads)
             try:
                 catch_up_lexical(self, lexical)
                 self.store.w.execute("BEGIN IMMEDIATE")
@@ -244,7 +260,8 @@ class Index:
         """
         if batch_size < 1:
             raise InputError(f"batch_size must be positive, got {batch_size}")
-        with self._write() as write, progress(show_progress) as advance:
+        small = isinstance(documents, (list, tuple)) and len(documents) < batch_size
+        with self._write(1 if small else 0) as write, progress(show_progress) as advance:
             added = 0
             for batch in batches(documents, batch_size):
                 added += self._add_batch(write, [Document.coerce(item) for item in batch], upsert)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 ANALYZER = "staticsem_en"
-HEAP_PER_THREAD = 64_000_000
+HEAP_PER_THREAD = 64_000_000  # a small write's writer takes 1 thread and a quarter of it
+SMALL_HEAP = 16_000_000
 
 
 def _analyzer() -> Any:
@@ -117,7 +118,8 @@ class LexicalWriter:
     def __init__(self, lexical: LexicalIndex, threads: int) -> None:
         self.lexical = lexical
         threads = max(1, threads or (os.cpu_count() or 1))
-        self.writer: Any = lexical.index.writer(heap_size=HEAP_PER_THREAD * threads, num_threads=threads)
+        heap = SMALL_HEAP if threads == 1 else HEAP_PER_THREAD * threads
+        self.writer: Any = lexical.index.writer(heap_size=heap, num_threads=threads)
 
     def add(self, key: int, text: str, terms: Iterable[str]) -> None:
         import tantivy

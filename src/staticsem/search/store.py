@@ -11,7 +11,8 @@ Tables:
 * ``lexical_deletes``: deleted keys the lexical engine has not committed yet (its redo log, with
   ``state.lexical_key``: documents above that key are not yet committed there).
 * ``state``: counters: ``generation`` (bumped by every commit), ``layout`` (bumped when segments change),
-  ``documents``, ``lexical_key``, ``segment_seq``, ``burials`` (bumped when tombstones are added).
+  ``documents``, ``lexical_key``, ``segment_seq``, ``burials`` (bumped when tombstones are added), ``lexical_generation`` (bumped by
+  every lexical commit: readers reload its searcher).
 
 A write is one SQLite transaction; its commit is the commit point of the whole index
 (``staticsem.search.index``).
@@ -46,7 +47,7 @@ CREATE TABLE tombstones(key INTEGER PRIMARY KEY, segment TEXT NOT NULL);
 CREATE TABLE lexical_deletes(key INTEGER PRIMARY KEY);
 CREATE TABLE state(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT INTO state VALUES ('generation', 0), ('layout', 0), ('documents', 0), ('lexical_key', 0),
-    ('segment_seq', 0), ('burials', 0);
+    ('segment_seq', 0), ('burials', 0), ('lexical_generation', 0);
 """
 _FIELD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 Row = tuple[int, str, str, str]  # key, id, text, metadata JSON
@@ -276,6 +277,7 @@ class DocStore:
         """The lexical engine has committed every document up to ``key`` and every logged delete."""
         self.w.execute("BEGIN IMMEDIATE")
         self.w.execute("UPDATE state SET value = ? WHERE name = 'lexical_key'", (key,))
+        self.w.execute("UPDATE state SET value = value + 1 WHERE name = 'lexical_generation'")
         self.w.execute("DELETE FROM lexical_deletes")
         self.w.execute("COMMIT")
 
