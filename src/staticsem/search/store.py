@@ -11,8 +11,8 @@ Tables:
 * ``lexical_deletes``: deleted keys the lexical engine has not committed yet (its redo log, with
   ``state.lexical_key``: documents above that key are not yet committed there).
 * ``state``: counters: ``generation`` (bumped by every commit), ``layout`` (bumped when segments change),
-  ``documents``, ``lexical_key``, ``segment_seq``, ``burials`` (bumped when tombstones are added), ``lexical_generation`` (bumped by
-  every lexical commit: readers reload its searcher).
+  ``documents``, ``lexical_key``, ``segment_seq``, ``burials`` (bumped when tombstones are added),
+  ``lexical_generation`` (bumped by every lexical commit: readers reload its searcher).
 
 A write is one SQLite transaction; its commit is the commit point of the whole index
 (``staticsem.search.index``).
