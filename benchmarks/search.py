@@ -2,7 +2,7 @@
 
 SciFact of ``--data`` (5,183 abstracts, the 809 judged train queries, nDCG@10 x100): a staticsem
 ``Index`` per static model (``--swe``, and model2vec distilled from the same teacher), its dense, BM25
-(SQLite FTS5) and hybrid rankings, and the teacher's own dense ranking (exact cosine) in the same run.
+(tantivy) and hybrid rankings, and the teacher's own dense ranking (exact cosine) in the same run.
 Hybrid fuses the dense and BM25 top-100 lists; the fusion rule and weights are chosen by 2-fold
 cross-validation over the queries (odd / even query positions: each half is scored with the setting
 that was best on the other half), so the reported hybrid score is never tuned on the queries it scores.
@@ -76,7 +76,7 @@ def index_lists(model: Path, doc_ids: list[str], docs: list[str], queries: list[
     same = np.allclose([h.score for h in check], [score for _, score in mine])  # ids may differ on ties
     assert same, "offline fusion differs from Index.search"
     for common_df in COMMON_DF:  # BM25 leaving out words found in more than this share of documents
-        index.store.common_df = common_df
+        index.bm25_common_df = common_df
         lists[f"bm25 common_df={common_df}"] = [
             [(h.id, h.score) for h in index.search(q, DEPTH, mode="bm25")] for q in queries
         ]

@@ -310,18 +310,8 @@ def measure_index(args: argparse.Namespace, model: Path) -> dict[str, Any]:
     index = scifact_index(args, model)
     env = {**os.environ, KEY_ENV: "bench-" + os.urandom(8).hex()}
     cli = "from staticsem.cli import main; main()"
-    command = [
-        sys.executable,
-        "-c",
-        cli,
-        "serve",
-        str(model),
-        "--index",
-        str(index),
-        "--api-key-env",
-        KEY_ENV,
-    ]
-    command += ["--port", str(args.port), "--name", model.name, "--graceful-timeout", "5"]
+    serve = ["serve", str(model), "--index", str(index), "--api-key-env", KEY_ENV, "--port", str(args.port)]
+    command = [sys.executable, "-c", cli, *serve, "--name", model.name, "--graceful-timeout", "5"]
     process = _start(command, args.port, env)
     out: dict[str, Any] = {"documents": 5183}
     try:
