@@ -155,13 +155,19 @@ def tantivy_direct(args: Any, queries: list[str]) -> dict[str, Any]:
 
 
 def writes(index: Any, texts: list[str]) -> dict[str, Any]:
-    """One-document adds, then deletes of the same documents, each its own write."""
+    """One-document adds (each tagged, then found by a filtered search), then deletes of the same
+    documents, each its own write."""
     adds = latencies(
-        lambda i: index.add([{"id": f"write-{i}", "text": texts[i % len(texts)]}]), range(WRITES)
+        lambda i: index.add([{"id": f"write-{i}", "text": texts[i % len(texts)], "probe": str(i)}]),
+        range(WRITES),
     )
-    found = sum(bool(index.search(texts[i % len(texts)], 10, mode="bm25", where=None)) for i in range(WRITES))
+    found = sum(
+        [h.id for h in index.search(texts[i % len(texts)], 1, mode="bm25", where={"probe": str(i)})]
+        == [f"write-{i}"]
+        for i in range(WRITES)
+    )
     deletes = latencies(lambda i: index.delete([f"write-{i}"]), range(WRITES))
-    return {"add": adds, "delete": deletes, "adds found": found}
+    return {"add": adds, "delete": deletes, "adds found": found, "writes": WRITES}
 
 
 def phase(args: Any) -> dict[str, Any]:
