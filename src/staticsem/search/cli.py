@@ -69,7 +69,7 @@ def build(
     ] = DEFAULT_DTYPE,
     exact_threshold: Annotated[
         int, typer.Option(help="Dense search is exact (brute force) up to this many vectors, HNSW above.")
-    ] = 20_000,
+    ] = 8192,
     build_threads: Annotated[
         int,
         typer.Option(
