@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -363,11 +364,16 @@ def test_sigkill_at_every_step_of_a_write_leaves_the_last_committed_state(
         ("config.json", b"{not json", "config.json"),
         ("docs.sqlite", b"garbage" * 100, "docs.sqlite: not a staticsem index database"),
         ("seg-1.usearch", b"garbage" * 100, "seg-1.usearch: corrupt vector file"),
+        ("lexical/meta.json", b"{not json", "lexical: not a lexical index"),
+        ("lexical", None, "lexical: the lexical index is missing"),
     ],
 )
 def test_corrupt_index_files_are_one_line_errors(segmented: Index, name: str, content: bytes, message: str):
     segmented.close()
-    (segmented.path / name).write_bytes(content)
+    if content is None:
+        shutil.rmtree(segmented.path / name)
+    else:
+        (segmented.path / name).write_bytes(content)
     for suffix in ("-wal", "-shm"):
         (segmented.path / f"docs.sqlite{suffix}").unlink(missing_ok=True)
     with pytest.raises(ModelFormatError, match=message):

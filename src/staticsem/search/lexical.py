@@ -49,13 +49,15 @@ class LexicalIndex:
         self.folder = folder
         self.schema = _schema()
         self.analyzer = _analyzer()
+        from staticsem.errors import ModelFormatError
+
         if create:
             folder.mkdir(parents=True, exist_ok=True)
+        elif not (folder / "meta.json").is_file():
+            raise ModelFormatError(f"{folder}: the lexical index is missing")
         try:
             self.index = tantivy.Index(self.schema, path=str(folder), reuse=not create)
         except (OSError, ValueError) as exc:
-            from staticsem.errors import ModelFormatError
-
             raise ModelFormatError(f"{folder}: not a lexical index ({exc})") from None
         self.index.register_tokenizer(ANALYZER, self.analyzer)
         self.searcher = self.index.searcher()
