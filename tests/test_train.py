@@ -277,3 +277,19 @@ def test_importing_train_does_not_import_torch() -> None:
     code = "import sys, staticsem, staticsem.train; assert 'torch' not in sys.modules"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_training_computes_what_prediction_computes() -> None:
+    """The torch network (table rows summed, normalised, standardised, head) gives the numpy logits."""
+    import torch
+
+    from staticsem.train.fit import FitSettings, _Inputs, _Net
+
+    model, texts = _tiny(), TEST[0] + ["", "zzz unknown", "The KING"]
+    features = model.encode(texts, normalize=True)
+    inputs = _Inputs(model, texts, texts, features, freeze=False)
+    rng = np.random.default_rng(0)
+    net = _Net(inputs.table, rng.normal(size=16) * 0.1, rng.uniform(0.5, 2, 16), FitSettings(hidden=4), 3)
+    with torch.no_grad():
+        got = net(*inputs.batch("dev", np.arange(len(texts)))).numpy()
+    np.testing.assert_allclose(got, net.head_numpy().logits(features), atol=1e-5)
