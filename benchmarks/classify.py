@@ -9,7 +9,8 @@ stratified 10 % of its training part as dev). Every method sees the same train/d
 (b) ``staticsem``: ``StaticClassifier.fit`` (word table fine-tuned, linear head, dev early stopping) with
     its defaults; ``staticsem frozen``: the same with ``freeze=True`` (head only);
 (c) ``model2vec``: ``StaticModelForClassification.from_pretrained(<model2vec model of the same teacher>)``,
-    ``fit(X, y, X_val, y_val)`` with its defaults (one 512-unit hidden layer, table fine-tuned);
+    ``fit(X, y, X_val, y_val)`` with its defaults (one 512-unit hidden layer, table fine-tuned); torch at
+    one thread while fitting, as staticsem's ``fit`` does;
 (d) ``teacher+LR``: the same probe as (a) on the teacher's own sentence embeddings.
 
 Train time counts encoding the train and dev texts for the probes (a share of one encode of the whole
@@ -132,6 +133,7 @@ def run_probe(encoded: Encoded, train: Split, dev: Split, test: Split) -> tuple[
 def run_dataset(
     name: str, folds: list[tuple[Split, Split, Split]], models: dict[str, Any], out: Path
 ) -> dict:
+    import torch
     from model2vec.train import StaticModelForClassification
 
     from staticsem.train import StaticClassifier
@@ -140,6 +142,7 @@ def run_dataset(
     swe = Encoded(lambda t: models["swe"].encode(t), every)
     teacher = Encoded(lambda t: models["teacher"].encode(t, batch_size=128), every)
     rows: dict[str, list[tuple[float, float]]] = {m: [] for m in METHODS}
+    threads = torch.get_num_threads()
     for at, (train, dev, test) in enumerate(folds):
         acc, sec, lr_swe = run_probe(swe, train, dev, test)
         rows["swe+LR"].append((acc, sec))
@@ -154,7 +157,9 @@ def run_dataset(
                 clf.save(out / "sst2-staticsem")
         started = time.perf_counter()
         m2v = StaticModelForClassification.from_pretrained(path=str(models["model2vec_dir"]))
+        torch.set_num_threads(1)  # as staticsem's fit does: small steps run fastest on one thread
         m2v.fit(train[0], train[1], X_val=dev[0], y_val=dev[1])
+        torch.set_num_threads(threads)
         sec = time.perf_counter() - started
         acc = 100 * float(np.mean(np.asarray(m2v.predict(test[0])) == np.asarray(test[1])))
         rows["model2vec"].append((acc, sec))
