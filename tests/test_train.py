@@ -102,6 +102,7 @@ def test_multi_label() -> None:
     assert classifier.classes == ["animal", "filler", "royal"]
     predicted = classifier.predict(texts)
     assert all(isinstance(p, list) for p in predicted)
+    assert predicted == [p.label for p in classifier.classify(texts)]
     assert classifier.evaluate(texts, labels)["micro_f1"] >= 90.0
 
 
@@ -113,6 +114,7 @@ def test_save_load_predicts_the_same(tuned: StaticClassifier, tmp_path: Path) ->
     texts = TEST[0] + ["", "zzz unknown words"]
     assert np.array_equal(again.predict_proba(texts), tuned.predict_proba(texts))
     assert again.predict(texts) == tuned.predict(texts) and again.classes == tuned.classes
+    assert again.predict(texts) == [p.label for p in again.classify(texts)]
     table = staticsem.load(folder)  # the fine-tuned table is a staticsem model again
     np.testing.assert_array_equal(table.encode(texts), tuned.model.encode(texts))
     assert not any(p.suffix in {".pkl", ".pickle", ".bin"} for p in folder.iterdir())

@@ -175,7 +175,13 @@ class StaticClassifier:
 
     def predict(self, texts: Sequence[str]) -> list[str] | list[list[str]]:
         """The predicted label of each text (multi-label: the list of labels over the threshold)."""
-        return [p.label for p in self.classify(texts)]  # type: ignore[return-value]
+        probs = self.predict_proba(texts)
+        if self.multi_label:
+            return [
+                [c for c, hit in zip(self.classes, row, strict=True) if hit]
+                for row in probs >= self.threshold
+            ]
+        return [self.classes[i] for i in probs.argmax(axis=1)]
 
     def classify(self, texts: Sequence[str]) -> list[Prediction]:
         """Label and per-class scores of each text: what the CLI and the server show."""
