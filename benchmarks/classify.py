@@ -296,6 +296,7 @@ def main() -> None:
                 for fold in folds
             ]
         results[name] = run_dataset(name, folds, models, work)
+        _common.save_json(args.output, {"results": results, "partial": True, "max_train": args.max_train})
     speeds = speed(args.data, work, args.swe, teacher_path) if "sst2" in results else {}
     report(results, speeds)
     _common.save_json(
