@@ -271,6 +271,13 @@ for _name in ("add", "delete", "info", "optimize", "migrate", "export"):
 _command(name="search", epilog=_search.SEARCH_EPILOG)(_search.search)
 
 
+# Classifiers (staticsem.cli_train; torch loads only when train-classifier runs).
+from staticsem import cli_train as _train  # noqa: E402
+
+_command(name="train-classifier", epilog=_train.TRAIN_EPILOG)(_train.train_classifier)
+_command(name="classify", epilog=_train.CLASSIFY_EPILOG)(_train.classify)
+
+
 # The server (staticsem.cli_serve; FastAPI and uvicorn load only when it runs).
 from staticsem.cli_serve import EPILOG as SERVE_EPILOG  # noqa: E402
 from staticsem.cli_serve import serve as _serve  # noqa: E402

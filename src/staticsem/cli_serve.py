@@ -23,7 +23,12 @@ Limit = Annotated[int, typer.Option(min=1, rich_help_panel="Limits (a request ov
 
 
 def serve(
-    model: Annotated[Path, typer.Argument(help="Model to serve (any format staticsem reads).")],
+    model: Annotated[
+        Path,
+        typer.Argument(
+            help="Model to serve (any format staticsem reads); a classifier folder also serves /classify."
+        ),
+    ],
     index: Annotated[
         Path | None, typer.Option(help="Search index folder to serve (/search, /documents).")
     ] = None,

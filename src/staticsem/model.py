@@ -241,6 +241,17 @@ class StaticModel:
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         return sums / np.maximum(norms, np.finfo(np.float32).tiny)
 
+    def row_ids(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The rows ``encode`` averages for each text: flat row ids and each text's count of them.
+
+        Unknown words are left out (they add nothing to a text's vector); fastText models' composed rows
+        for unknown words have ids >= ``len(self)``. Used to train on the same rows inference reads.
+        """
+        flat, lengths = self._lookup.ids(texts)
+        known = flat != UNKNOWN
+        owner = np.repeat(np.arange(len(lengths)), lengths)
+        return flat[known], np.bincount(owner[known], minlength=len(lengths)).astype(np.int64)
+
     def _rows(self, ids: np.ndarray) -> np.ndarray:
         """Float32 rows of ``ids`` (any shape): vocabulary rows and composed unknown-word rows."""
         outside = ids >= len(self.vocab)

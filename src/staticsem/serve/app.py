@@ -23,6 +23,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
 
 from staticsem.serve import schemas
+from staticsem.serve.classify import router as classify_router
 from staticsem.serve.guard import ApiError, BodyGuard, InFlight, install_error_handlers
 from staticsem.serve.service import Encoder, Service
 from staticsem.serve.settings import SETTINGS_ENV, Limits, ServeSettings
@@ -154,11 +155,13 @@ def create_app(
     limits: Limits | None = None,
     api_key: str | None = None,
     close_index: bool = False,
+    classifier: Any = None,
 ) -> FastAPI:
     """The server for ``model`` (and ``index``, a ``staticsem.search.Index``) under ``limits``.
 
     ``api_key`` enables the write endpoints; without it they answer 403. ``close_index`` closes the
-    index when the app shuts down (for an index the app opened itself).
+    index when the app shuts down (for an index the app opened itself). ``classifier`` (a
+    ``staticsem.train.StaticClassifier``) enables ``/classify``.
     """
     limits = limits or Limits()
 
@@ -178,14 +181,16 @@ def create_app(
     )
     app.state.service = Service(model, name, limits, index=index, api_key=api_key)
     app.state.worker = ModelWorker()
+    app.state.classifier = classifier
     bounds = {**asdict(limits), "dim": model.dim}
     generate = app.openapi
     app.openapi = lambda: _with_limits(generate(), bounds)  # type: ignore[method-assign]
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(classify_router)
     json_routes = frozenset(
         (method, route.path)
-        for route in router.routes
+        for route in [*router.routes, *classify_router.routes]
         if isinstance(route, APIRoute) and route.body_field
         for method in route.methods or ()
     )
@@ -214,8 +219,10 @@ def _with_limits(node: Any, bounds: dict[str, int]) -> Any:
 def app_from_settings(settings: ServeSettings) -> FastAPI:
     """Load the model (and open the index) named by ``settings`` and build the app."""
     from staticsem.io import load
+    from staticsem.train import StaticClassifier, is_classifier
 
-    model = load(settings.model)
+    classifier = StaticClassifier.load(settings.model) if is_classifier(settings.model) else None
+    model = load(settings.model) if classifier is None else classifier.model
     index = None
     if settings.index is not None:
         from staticsem.search import Index
@@ -228,6 +235,7 @@ def app_from_settings(settings: ServeSettings) -> FastAPI:
         limits=settings.limits,
         api_key=settings.api_key(),
         close_index=True,
+        classifier=classifier,
     )
 
 
