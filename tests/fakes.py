@@ -218,3 +218,10 @@ def passes(log: Path) -> tuple[int, int]:
     """(replica starts, sentences passed through the teacher) recorded in a ``log``."""
     lines = log.read_text().split() if log.is_file() else []
     return lines.count("start"), sum(int(line) for line in lines if line != "start")
+
+
+def slow_first_split(sentence: str) -> list[str]:
+    """Words split on spaces; a sentence holding ``w_slow`` takes a second, so its shard finishes last."""
+    if "w_slow" in sentence:
+        time.sleep(1.0)
+    return sentence.split()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
+from safetensors.numpy import load_file
 from typer.testing import CliRunner
 
 from staticsem import load
@@ -16,7 +16,8 @@ from staticsem.cli import app
 from staticsem.distillation import distill
 from staticsem.distillation import glove as glove_module
 from staticsem.distillation.corpus import CorpusOptions
-from staticsem.distillation.glove import GloveSettings, count_cooccurrences, distill_glove, glove_loss
+from staticsem.distillation.glove import GloveSettings, GloveTrainer, count_cooccurrences, distill_glove
+from staticsem.distillation.glove_kernel import kernels
 from staticsem.errors import InputError
 
 VOCAB = ["a", "b", "c"]
@@ -56,26 +57,36 @@ def test_spilled_parts_sum_to_the_in_memory_matrix(tmp_path: Path, monkeypatch: 
     assert whole.sum() > 0 and np.allclose(whole, whole.T)
 
 
-def test_loss_by_hand() -> None:
-    w = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    w_context = torch.tensor([[1.0, 1.0], [0.0, 2.0]])
-    b, b_context = torch.tensor([0.5, -0.5]), torch.tensor([0.0, 1.0])
-    rows, cols, counts = [0, 0, 1], [0, 1, 0], [1.0, 200.0, 50.0]
-    got = glove_loss(
-        w[rows], w_context[cols], b[rows], b_context[cols], torch.tensor(counts), x_max=100.0, alpha=0.75
-    )
-    # (i, j, X): w_i·w̃_j + b_i + b̃_j − log X, weighted by min(1, X/100)^0.75
-    by_hand = (
-        (1 / 100) ** 0.75 * (1 + 0.5 + 0 - math.log(1)) ** 2  # (0, 0, 1)
-        + 1.0 * (0 + 0.5 + 1 - math.log(200)) ** 2  # (0, 1, 200): f capped at 1
-        + (50 / 100) ** 0.75 * (1 - 0.5 + 0 - math.log(50)) ** 2  # (1, 0, 50)
-    )
-    assert float(got) == pytest.approx(by_hand, rel=1e-6)
+def test_one_record_updates_as_the_reference_code_does() -> None:
+    """glove.c: η·g / √G for each vector component then G += (η·g)², the biases fdiff / √G_b (no η)."""
+    rng = np.random.default_rng(0)
+    w, w_context = rng.normal(size=(2, 3)).astype(np.float32), rng.normal(size=(2, 3)).astype(np.float32)
+    b, b_context = np.array([0.5, -0.5], np.float32), np.array([0.0, 1.0], np.float32)
+    sums = [np.full_like(t, g) for t, g in ((w, 2.0), (w_context, 3.0), (b, 4.0), (b_context, 5.0))]
+    before = [t.astype(np.float64) for t in (w, w_context, b, b_context, *sums)]
+    rows, cols, counts = np.array([1], np.int32), np.array([0], np.int32), np.array([50.0], np.float32)
+    cost = kernels()[0](rows, cols, counts, w, w_context, b, b_context, *sums, 0.05, 100.0, 0.75, 0, 1)
+    w0, c0, b0, bc0, gw, gc, gb, gbc = before
+    diff = w0[1] @ c0[0] + b0[1] + bc0[0] - math.log(50)
+    fdiff = 0.5**0.75 * diff  # f(50) = (50 / 100)^0.75
+    assert cost == pytest.approx(fdiff * diff, rel=1e-5)
+    t1, t2 = fdiff * c0[0] * 0.05, fdiff * w0[1] * 0.05
+    np.testing.assert_allclose(w[1], w0[1] - t1 / np.sqrt(gw[1]), rtol=1e-5)
+    np.testing.assert_allclose(w_context[0], c0[0] - t2 / np.sqrt(gc[0]), rtol=1e-5)
+    np.testing.assert_allclose(sums[0][1], gw[1] + t1**2, rtol=1e-5)
+    np.testing.assert_allclose(sums[1][0], gc[0] + t2**2, rtol=1e-5)
+    assert b[1] == pytest.approx(b0[1] - fdiff / 2.0, rel=1e-5)  # √4, and no η
+    assert b_context[0] == pytest.approx(bc0[0] - fdiff / math.sqrt(5.0), rel=1e-5)
+    assert sums[2][1] == pytest.approx(4.0 + fdiff**2, rel=1e-5)
+    np.testing.assert_array_equal(w[0], w0[0])  # other rows untouched
+    np.testing.assert_array_equal(w_context[1], c0[1])
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Three topics whose words share sentences with each other and with filler words."""
+    """Three topics whose words share sentences with each other and with filler words; three sentences
+    in ten carry one word of any topic (GloVe fits only the non-zero counts: without rare cross-topic
+    pairs, nothing ties words of different topics down, and their cosines come out arbitrary)."""
     rng = random.Random(1)
     topics = [
         ["cat", "dog", "pet", "kitten"],
@@ -85,15 +96,16 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     lines = []
     for _ in range(600):
         topic = rng.choice(topics)
-        lines.append(
-            " ".join(rng.choice(topic) if rng.random() < 0.6 else rng.choice(["the", "of"]) for _ in range(8))
-        )
+        words = [rng.choice(topic) if rng.random() < 0.6 else rng.choice(["the", "of"]) for _ in range(8)]
+        if rng.random() < 0.3:
+            words[rng.randrange(8)] = rng.choice(rng.choice(topics))
+        lines.append(" ".join(words))
     path = tmp_path_factory.mktemp("glove") / "corpus.txt"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
-SMALL = GloveSettings(dim=8, window=4, min_count=2, epochs=6, batch_size=64, lr=0.05)
+SMALL = GloveSettings(dim=8, window=4, min_count=2, epochs=6, lr=0.05, threads=1)
 
 
 def train(corpus: Path, work: Path | None = None, settings: GloveSettings = SMALL, **kwargs):  # type: ignore[no-untyped-def]
@@ -104,7 +116,7 @@ def test_training_lowers_the_loss_and_groups_topics(corpus: Path) -> None:
     costs: list[float] = []
     model = train(
         corpus,
-        settings=GloveSettings(dim=8, window=4, min_count=2, epochs=25, batch_size=64, x_max=10),
+        settings=GloveSettings(dim=8, window=4, min_count=2, epochs=25, x_max=10),
         after_epoch=lambda epoch, cost: costs.append(cost),
     )
     assert len(costs) == 25 and costs[-1] < 0.5 * costs[0]
@@ -117,6 +129,16 @@ def test_training_lowers_the_loss_and_groups_topics(corpus: Path) -> None:
     same = np.mean([row["cat"] @ row[w] for w in ("dog", "pet", "kitten")])
     other = np.mean([row["cat"] @ row[w] for w in ("king", "queen", "crown", "bread", "soup", "apple")])
     assert same > other + 0.3, (same, other)
+
+
+def test_the_saved_vectors_are_w_plus_the_trained_context_vectors(corpus: Path, tmp_path: Path) -> None:
+    model = train(corpus, tmp_path / "work")
+    state = load_file(str(tmp_path / "work" / "glove-training.safetensors"))
+    np.testing.assert_array_equal(model.vectors, state["w"] + state["w_context"])  # the paper's w + w̃
+    start = GloveTrainer(len(model.vocab), SMALL).tables  # the seeded initial tables
+    moved = [np.linalg.norm(state[name] - start[k]) for k, name in enumerate(("w", "w_context"))]
+    assert moved[1] > 0.5 * moved[0] > 0  # w̃ is trained as much as w
+    assert np.linalg.norm(model.vectors - state["w"]) > 0.5 * np.linalg.norm(state["w"])  # not w alone
 
 
 def test_same_seed_same_vectors(corpus: Path) -> None:

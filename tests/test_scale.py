@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 import staticsem
-from fakes import FakeTeacher, fake_replica, missing_teacher, passes, write_corpus
+from fakes import FakeTeacher, fake_replica, missing_teacher, passes, slow_first_split, write_corpus
 from staticsem.cli import app
 from staticsem.distillation.kd import KDSettings
 from staticsem.distillation.pipeline import Pipeline, SWESettings
@@ -142,6 +143,19 @@ def test_word_counts_add_up_in_stream_order(cluster: None) -> None:
     assert counts.most_common() == single.most_common() and list(counts) == list(single)
 
 
+def test_word_counts_are_merged_in_shard_order_when_a_later_shard_finishes_first(cluster: None) -> None:
+    """The first shard sleeps (``slow_first_split``), so later shards are done before it: merged in
+    completion order, "beta" would come before "alpha" among the tied counts."""
+    others = [f"beta alpha w{i % 5}" if i % 2 else f"w{i % 5} gamma" for i in range(1, 60)]
+    sentences = ["w_slow alpha", *others, "beta"]
+    single, total = count_words(sentences, True, False, slow_first_split)
+    assert single["alpha"] == single["beta"] and list(single)[:3] == ["w_slow", "alpha", "beta"]
+    scale = RayScale("auto", 1, count_shard=5, show_progress=False)
+    counts, scaled_total = scale.count_words(iter(sentences), True, False, slow_first_split)
+    assert (counts, scaled_total) == (single, total)
+    assert list(counts) == list(single) and counts.most_common() == single.most_common()
+
+
 def test_x2static_on_ray_equals_the_single_process_build(
     cluster: None, corpus: Path, subword_tokenizer: Tokenizer
 ) -> None:
@@ -225,20 +239,42 @@ def test_clear_errors(cluster: None, monkeypatch: pytest.MonkeyPatch, subword_to
         require_ray()
 
 
+LINES = ["The cat sat on the mat.", "", "un happy house", "Paris, France!", "zzz unknown"]
+RECORDS = ["a dog ran", "the king and the queen", "ünïcode"]
+WORDS_IN = ["cat", "dog", "king", "queen", "house", "man", "woman"]
+LONG = [f"{WORDS_IN[i % 7]} {WORDS_IN[(i // 7) % 7]}" for i in range(8200)]  # two Parquet batches
+
+
 @pytest.fixture()
 def inputs(tmp_path: Path) -> Path:
+    """Every input format, ids to number by line / row: text, gzip text, JSON lines (a blank line
+    between records), gzip JSON lines, and Parquet (with a null text, and one file over a batch)."""
     folder = tmp_path / "in"
     (folder / "sub").mkdir(parents=True)
-    lines = ["The cat sat on the mat.", "", "un happy house", "Paris, France!", "zzz unknown"]
-    (folder / "a.txt").write_text("\n".join(lines * 3) + "\n", encoding="utf-8")
-    records = [
-        {"text": t, "key": f"k{i}"} for i, t in enumerate(["a dog ran", "the king and the queen", "ünïcode"])
-    ]
-    (folder / "sub" / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    (folder / "a.txt").write_text("\n".join(LINES * 3) + "\n", encoding="utf-8")
+    with gzip.open(folder / "d.txt.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(reversed(LINES)) + "\n")
+    records = [json.dumps({"text": t, "key": f"k{i}"}) for i, t in enumerate(RECORDS)]
+    (folder / "sub" / "b.jsonl").write_text(
+        records[0] + "\n\n" + "\n".join(records[1:]) + "\n", encoding="utf-8"
+    )
+    with gzip.open(folder / "sub" / "e.jsonl.gz", "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(reversed(records)) + "\n")
     pq.write_table(
         pa.table({"text": ["a woman", "the man ran", None], "key": ["p1", "p2", "p3"]}), folder / "c.parquet"
     )
+    pq.write_table(pa.table({"text": LONG}), folder / "f.parquet", row_group_size=3000)
     return folder
+
+
+def expected_texts() -> dict[str, str]:
+    """Each row's id (file:line or file:row, from 1) and text, written out from the inputs above."""
+    rows = {f"a.txt:{n}": t for n, t in enumerate(LINES * 3, start=1)}
+    rows |= {f"d.txt.gz:{n}": t for n, t in enumerate(reversed(LINES), start=1)}
+    rows |= {"sub/b.jsonl:1": RECORDS[0], "sub/b.jsonl:3": RECORDS[1], "sub/b.jsonl:4": RECORDS[2]}
+    rows |= {f"sub/e.jsonl.gz:{n}": t for n, t in enumerate(reversed(RECORDS), start=1)}
+    rows |= {"c.parquet:1": "a woman", "c.parquet:2": "the man ran", "c.parquet:3": ""}
+    return rows | {f"f.parquet:{n}": t for n, t in enumerate(LONG, start=1)}
 
 
 def _rows(folder: Path) -> dict[str, np.ndarray]:
@@ -251,19 +287,19 @@ def test_encode_on_ray_equals_the_single_process_encode(
     cluster: None, inputs: Path, saved_model: Path, tmp_path: Path
 ) -> None:
     pattern = str(inputs / "**" / "*.*")
-    assert encode_files(saved_model, pattern, tmp_path / "here", id_field=None, show_progress=False) == 21
+    expected = expected_texts()
+    assert encode_files(saved_model, pattern, tmp_path / "here", show_progress=False) == len(expected)
     result = CliRunner().invoke(
         app, ["encode", str(saved_model), "-i", pattern, "-o", str(tmp_path / "ray"), "--ray", "auto"]
     )
     assert result.exit_code == 0, result.output
-    here, there = _rows(tmp_path / "here"), _rows(tmp_path / "ray")
-    assert sorted(here) == sorted(there) and len(here) == 21
-    for key, vector in here.items():
-        np.testing.assert_array_equal(vector, there[key])
-    lines = (inputs / "a.txt").read_text(encoding="utf-8").splitlines()
-    expected = staticsem.load(saved_model).encode(lines)
-    np.testing.assert_array_equal(np.stack([here[f"a.txt:{i + 1}"] for i in range(len(lines))]), expected)
-    assert not here["a.txt:2"].any()  # an empty line is a zero row
+    model = staticsem.load(saved_model)
+    want = model.encode(list(expected.values()))
+    assert len(set(map(bytes, want))) > 20  # neighbouring rows differ: an id one off would show
+    for rows in (_rows(tmp_path / "here"), _rows(tmp_path / "ray")):
+        assert sorted(rows) == sorted(expected)  # every format numbered from 1, by line or row
+        np.testing.assert_array_equal(np.stack([rows[key] for key in expected]), want)
+        assert not rows["a.txt:2"].any() and not rows["c.parquet:3"].any()  # empty text: a zero row
     encode_files(saved_model, str(inputs / "c.parquet"), tmp_path / "keyed", id_field="key", ray="auto")
     assert sorted(_rows(tmp_path / "keyed")) == ["p1", "p2", "p3"]
 

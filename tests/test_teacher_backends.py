@@ -107,6 +107,37 @@ def test_an_export_that_differs_from_torch_is_refused(
     assert not list((tmp_path / "other").glob("*.onnx"))
 
 
+def test_the_fused_graph_is_kept_only_when_it_matches_torch(
+    teachers: dict[str, Teacher],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    teachers["onnx"].forward(TEXTS[:1])
+    exported = teachers["onnx"].onnx.path(None)  # type: ignore[union-attr]
+    ops = {node.op_type for node in onnx.load(str(exported)).graph.node}
+    assert {"Attention", "SkipLayerNormalization"} <= ops  # this teacher's fused graph passed and is used
+
+    def fuse_wrongly(self: OnnxTransformer, source: Path, target: Path) -> bool:
+        """A "fused" graph whose weights are off by 5 %: its states differ from torch's."""
+        model = onnx.load(str(source))
+        for tensor in model.graph.initializer:
+            if len(tensor.dims) == 2:
+                tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * 1.05, tensor.name))
+        onnx.save(model, str(target))
+        return True
+
+    monkeypatch.setattr(OnnxTransformer, "_fuse", fuse_wrongly)
+    caplog.set_level("INFO", logger=onnx_teacher.__name__)
+    teacher = Teacher(None, backend="onnx", cache=tmp_path)
+    got, want = teacher.forward(TEXTS), teachers["torch"].forward(TEXTS)
+    assert token_cosines(want, got).min() >= 0.9999  # the plain graph was kept
+    assert "fused graph differs from torch" in caplog.text
+
+
 def test_bad_backends_are_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="unknown teacher backend 'tensorrt'"):
         Teacher(None, backend="tensorrt")

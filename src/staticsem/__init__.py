@@ -1,10 +1,13 @@
 """staticsem: static word embeddings optimised for sentence semantics."""
 
+from staticsem import cxxruntime
 from staticsem.io import load
 from staticsem.model import StaticModel
 from staticsem.version import __version__
 
 __all__ = ["Index", "StaticModel", "__version__", "distill", "load"]
+
+cxxruntime.prepare()  # usearch imported after this, then onnxruntime, must not crash (see cxxruntime)
 
 
 def distill(*args, **kwargs):  # type: ignore[no-untyped-def]

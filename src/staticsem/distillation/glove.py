@@ -12,14 +12,17 @@ work folder:
    ``max_pairs`` non-zeros it is written to disk (``.npz``, no pickle) and a new sum begun. The parts are
    added at the end and the matrix is saved (``cooccurrence.npz``): a rerun skips the counting.
 3. **training**: J = Σ f(X_ij) (w_i·w̃_j + b_i + b̃_j − log X_ij)², f(x) = min(1, (x / x_max)^α), over the
-   non-zero entries in shuffled mini-batches, AdaGrad (accumulators start at 1, as in the reference code).
-   Parameters and accumulators are saved after each epoch (safetensors): a rerun resumes at the next one.
-   The word vector is w + w̃, as in the paper. Same seed, same vectors.
+   non-zero entries, reshuffled each epoch, with the reference ``glove.c``'s update applied record by
+   record (``glove_kernel``: its AdaGrad puts η inside the squared-gradient sum, and its biases learn
+   without η), on all cores without locks as the reference does. Parameters and sums are saved after
+   each epoch (safetensors): a rerun resumes at the next one. The word vector is w + w̃, as in the paper.
+   Same seed and one thread, same vectors.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import time
 from collections import Counter
@@ -40,9 +43,9 @@ from staticsem.model import StaticModel
 
 if TYPE_CHECKING:
     import scipy.sparse
-    import torch
 
 logger = logging.getLogger(__name__)
+TRAINER = "2"  # 2: the reference's update record by record (1 was mini-batch AdaGrad at rate η)
 _CHUNK_TOKENS = 1 << 18  # in-vocabulary tokens per co-occurrence chunk (× 2 × window entries)
 
 
@@ -58,16 +61,18 @@ class GloveSettings:
     x_max: float = 100.0
     alpha: float = 0.75
     lr: float = 0.05
-    batch_size: int = 4096
+    threads: int | None = None  # training threads (Hogwild, as the reference) [all cores]; 1 is deterministic
     seed: int = 0
     lowercase: bool = True
     max_pairs: int = 50_000_000  # non-zeros held in memory while counting before a part goes to disk
 
     def check(self) -> None:
-        positive = ("dim", "window", "min_count", "epochs", "batch_size", "max_pairs", "x_max", "lr")
+        positive = ("dim", "window", "min_count", "epochs", "max_pairs", "x_max", "lr")
         bad = next((k for k in positive if getattr(self, k) <= 0), None)
         if bad is not None:
             raise InputError(f"{bad} must be positive, got {getattr(self, bad)}")
+        if self.threads is not None and self.threads < 1:
+            raise InputError(f"threads must be positive, got {self.threads}")
         if self.vocab_size is not None and self.vocab_size < 1:
             raise InputError(f"vocab_size must be positive, got {self.vocab_size}")
         if not 0 < self.alpha <= 1:
@@ -156,84 +161,54 @@ def _save_npz(path: Path, matrix: scipy.sparse.csr_matrix) -> None:
 
 
 # ---------------------------------------------------------------------- step 3: training
-def glove_loss(
-    w: torch.Tensor,
-    w_context: torch.Tensor,
-    b: torch.Tensor,
-    b_context: torch.Tensor,
-    counts: torch.Tensor,
-    x_max: float = 100.0,
-    alpha: float = 0.75,
-) -> torch.Tensor:
-    """Σ f(X_ij) (w_i·w̃_j + b_i + b̃_j − log X_ij)² (the paper's J) over entries given as rows:
-    ``w[k]``, ``w_context[k]``, ``b[k]``, ``b_context[k]`` hold entry k's parameters, ``counts[k]`` X_ij."""
-    import torch
-
-    weight = torch.clamp(counts / x_max, max=1.0) ** alpha
-    diff = (w * w_context).sum(1) + b + b_context - torch.log(counts)
-    return (weight * diff.square()).sum()
-
-
 class GloveTrainer:
-    """The four parameter tables and their AdaGrad accumulators, trained epoch by epoch."""
+    """The four parameter tables and their AdaGrad sums, trained epoch by epoch as ``glove.c`` does."""
 
     NAMES = ("w", "w_context", "b", "b_context")
 
     def __init__(self, size: int, settings: GloveSettings) -> None:
-        import torch
-
         self.settings = settings
-        generator = torch.Generator().manual_seed(settings.seed)
-        scale = 0.5 / settings.dim  # the reference code's uniform(-0.5, 0.5) / dim
+        rng = np.random.default_rng(settings.seed)
 
-        def table(width: int) -> torch.nn.Embedding:
-            start = (torch.rand(size, width, generator=generator) * 2 - 1) * scale
-            return torch.nn.Embedding.from_pretrained(start, freeze=False, sparse=True)
+        def table(*shape: int) -> np.ndarray:  # the reference's (rand() - 0.5) / dim
+            return ((rng.random(shape) - 0.5) / settings.dim).astype(np.float32)
 
-        self.tables = [table(settings.dim), table(settings.dim), table(1), table(1)]
-        params = [t.weight for t in self.tables]
-        self.optimizer = torch.optim.Adagrad(params, lr=settings.lr, initial_accumulator_value=1.0)
+        self.tables = [table(size, settings.dim), table(size, settings.dim), table(size), table(size)]
+        self.sums = [np.ones_like(t) for t in self.tables]  # G starts at 1, as in the reference
+        self.threads_used = settings.threads or os.cpu_count() or 1
 
-    def epoch(self, rows: torch.Tensor, cols: torch.Tensor, counts: torch.Tensor, number: int) -> float:
-        """One pass over the entries in a seeded order; the mean of J's terms."""
-        import torch
+    def epoch(self, rows: np.ndarray, cols: np.ndarray, counts: np.ndarray, number: int) -> float:
+        """One pass over the records, shuffled in place from the seed and the epoch number; the mean
+        of J's terms f(X)·diff² met on the way."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from staticsem.distillation.glove_kernel import kernels
 
         s = self.settings
-        order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(s.seed * 1_000 + number))
-        w, w_context, b, b_context = self.tables
-        total = 0.0
-        for start in range(0, len(order), s.batch_size):
-            pick = order[start : start + s.batch_size]
-            r, c = rows[pick], cols[pick]
-            loss = glove_loss(
-                w(r), w_context(c), b(r)[:, 0], b_context(c)[:, 0], counts[pick], s.x_max, s.alpha
-            )
-            self.optimizer.zero_grad(set_to_none=True)
-            (0.5 * loss).backward()  # the reference code steps along the gradient of J / 2
-            self.optimizer.step()
-            total += float(loss.detach())
-        return total / max(len(order), 1)
+        train, shuffle = kernels()
+        shuffle(rows, cols, counts, s.seed * 1_000 + number)
+        threads = self.threads_used = max(1, min(s.threads or os.cpu_count() or 1, len(rows)))
+        bounds = np.linspace(0, len(rows), threads + 1).astype(np.int64)
+        args = (rows, cols, counts, *self.tables, *self.sums, s.lr, s.x_max, s.alpha)
+        with ThreadPoolExecutor(threads) as pool:  # the kernel releases the GIL
+            costs = pool.map(lambda t: train(*args, int(bounds[t]), int(bounds[t + 1])), range(threads))
+            total = sum(costs)
+        return float(total) / max(len(rows), 1)
 
     def vectors(self) -> np.ndarray:
-        """w + w̃ (the paper's word vectors)."""
-        return (self.tables[0].weight + self.tables[1].weight).detach().numpy().astype(np.float32)
+        """w + w̃ (the paper's word vectors; the reference's ``-model 2``)."""
+        return self.tables[0] + self.tables[1]
 
     def state(self) -> dict[str, np.ndarray]:
         arrays = {}
-        for name, table in zip(self.NAMES, self.tables, strict=True):
-            arrays[name] = table.weight.detach().numpy().copy()
-            arrays[f"{name}.sum"] = self.optimizer.state[table.weight]["sum"].numpy().copy()
+        for name, table, sums in zip(self.NAMES, self.tables, self.sums, strict=True):
+            arrays[name], arrays[f"{name}.sum"] = table, sums
         return arrays
 
-    def load(self, arrays: dict[str, np.ndarray], steps: int) -> None:
-        import torch
-
-        with torch.no_grad():
-            for name, table in zip(self.NAMES, self.tables, strict=True):
-                table.weight.copy_(torch.from_numpy(arrays[name]))
-                state = self.optimizer.state[table.weight]
-                state["sum"].copy_(torch.from_numpy(arrays[f"{name}.sum"]))
-                state["step"] = torch.tensor(float(steps))
+    def load(self, arrays: dict[str, np.ndarray]) -> None:
+        for k, name in enumerate(self.NAMES):
+            self.tables[k] = np.ascontiguousarray(arrays[name], np.float32)
+            self.sums[k] = np.ascontiguousarray(arrays[f"{name}.sum"], np.float32)
 
 
 # ---------------------------------------------------------------------- the method
@@ -253,8 +228,6 @@ def distill_glove(
     """
     import tempfile
 
-    import torch
-
     settings = settings or GloveSettings()
     settings.check()
     options = options or CorpusOptions()
@@ -273,7 +246,7 @@ def distill_glove(
         trainer = _train_step(work, matrix, len(vocabulary), settings, show_progress, after_epoch)
     metadata = {
         "method": "glove",
-        "trainer": f"staticsem (torch {torch.__version__}, AdaGrad)",
+        "trainer": f"staticsem {TRAINER} (numba, the reference's AdaGrad, {trainer.threads_used} threads)",
         "settings": {**asdict(settings), "corpus_options": options.key()},
         "corpus": source["corpus"],
         "vocabulary": len(vocabulary),
@@ -339,21 +312,26 @@ def _train_step(
     show: bool,
     after_epoch: Callable[[int, float], None] | None,
 ) -> GloveTrainer:
-    import torch
     from safetensors.numpy import load_file
 
+    from staticsem.distillation.glove_kernel import kernels
+
     coo = matrix.tocoo()
-    rows, cols = torch.from_numpy(coo.row.astype(np.int64)), torch.from_numpy(coo.col.astype(np.int64))
-    counts = torch.from_numpy(coo.data.astype(np.float32))
-    training = {k: v for k, v in asdict(s).items() if k != "max_pairs"}
-    key = fingerprint(training, [str(matrix.nnz), f"{float(matrix.sum()):.6e}"])
+    rows, cols = coo.row.astype(np.int32), coo.col.astype(np.int32)
+    counts = coo.data.astype(np.float32)
+    del coo
+    training = {k: v for k, v in asdict(s).items() if k not in ("max_pairs", "threads")}
+    key = fingerprint({**training, "trainer": TRAINER}, [str(matrix.nnz), f"{float(matrix.sum()):.6e}"])
     trainer = GloveTrainer(size, s)
     state_path = work.folder / "glove-training.safetensors"
     record = work.done("glove-training", key)
     first = 0
     if record is not None and state_path.is_file():
         first = int(record["epochs_done"])
-        trainer.load(load_file(str(state_path)), first * -(-len(rows) // s.batch_size))
+        trainer.load(load_file(str(state_path)))
+        shuffle = kernels()[1]
+        for epoch in range(first):  # the records' order as the uninterrupted run has it
+            shuffle(rows, cols, counts, s.seed * 1_000 + epoch)
         logger.info("glove: resuming after epoch %d of %d", first, s.epochs)
     for epoch in tqdm(
         range(first, s.epochs), desc="glove: epochs", disable=not show, initial=first, total=s.epochs

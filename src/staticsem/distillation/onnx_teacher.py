@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from staticsem.cxxruntime import check_facets
 from staticsem.distillation.checkpoint import fingerprint
 from staticsem.errors import InputError, StaticsemError
 from staticsem.io.atomic import atomic_file
@@ -52,6 +54,8 @@ def backend_key(backend: str) -> dict[str, str]:
 
 
 def _onnxruntime() -> Any:
+    if "onnxruntime" not in sys.modules:
+        check_facets("onnxruntime")
     try:
         import onnxruntime
     except ImportError:
