@@ -22,7 +22,7 @@ import fcntl
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -31,7 +31,24 @@ from staticsem.search.store import metadata_terms
 from staticsem.search.vectors import FlatBuilder, SegmentBuilder, Snapshot, segment_file
 
 if TYPE_CHECKING:
-    from staticsem.search.index import Index
+    from staticsem.model import StaticModel
+    from staticsem.search.lexical import LexicalIndex
+    from staticsem.search.store import DocStore
+    from staticsem.search.vectors import HnswSettings, Segment
+
+
+class Index(Protocol):
+    """What a write needs of the index it changes (``staticsem.search.index.Index``)."""
+
+    path: Path
+    model: StaticModel
+    dtype: str
+    hnsw: HnswSettings
+    store: DocStore
+    lexical: LexicalIndex
+
+    def open_segment(self, name: str, path: Path) -> Segment: ...
+
 
 LOCK_FILE = ".write.lock"
 
