@@ -333,8 +333,8 @@ class Index:
                 names = [s.name for s in snapshot.segments] + (
                     ["buffer"] if len(snapshot.buffer_keys) else []
                 )
-                simple = len(names) <= 1 and not any(len(d) for d in snapshot.dead.values())
-                names = [] if simple and len(names) <= self.hnsw.builders else names
+                if len(names) <= 1 and not any(len(d) for d in snapshot.dead.values()):
+                    names = []  # already one segment (or none) without deleted vectors
             else:
                 sizes = {s.name: (len(s), len(snapshot.dead.get(s.name, ()))) for s in snapshot.segments}
                 names = plan_merge(sizes, self.hnsw)

@@ -41,6 +41,7 @@ CREATE TABLE docs(
     zero INTEGER NOT NULL
 );
 CREATE TABLE terms(term TEXT NOT NULL, key INTEGER NOT NULL, PRIMARY KEY (term, key)) WITHOUT ROWID;
+CREATE INDEX terms_by_key ON terms(key);
 CREATE TABLE buffer(key INTEGER PRIMARY KEY, vector BLOB NOT NULL);
 CREATE TABLE segments(name TEXT PRIMARY KEY, count INTEGER NOT NULL, graph INTEGER NOT NULL);
 CREATE TABLE tombstones(key INTEGER PRIMARY KEY, segment TEXT NOT NULL);
@@ -228,10 +229,7 @@ class DocStore:
         self.w.executemany("DELETE FROM docs WHERE key = ?", params)
         self.w.executemany("DELETE FROM buffer WHERE key = ?", params)
         self.w.executemany("INSERT OR IGNORE INTO lexical_deletes(key) VALUES (?)", params)
-        sql = "DELETE FROM terms WHERE key IN ({marks})"
-        for start in range(0, len(params), 900):
-            chunk = [k for (k,) in params[start : start + 900]]
-            self.w.execute(sql.format(marks=",".join("?" * len(chunk))), chunk)
+        self.w.executemany("DELETE FROM terms WHERE key = ?", params)  # terms_by_key: no table scan
 
     def bury(self, segment_keys: Iterable[tuple[int, str]]) -> None:
         """Tombstones for deleted keys whose vectors stay in a segment until it is merged."""

@@ -159,12 +159,6 @@ class Snapshot:
     def __len__(self) -> int:
         return sum(len(s) - len(self.dead.get(s.name, ())) for s in self.segments) + len(self.buffer_keys)
 
-    def owner(self, key: int) -> Segment | None:
-        for segment in self.segments:
-            if segment.holds(np.asarray([key]))[0]:
-                return segment
-        return None
-
     def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> list[tuple[int, float]]:
         """The ``k`` nearest live keys with cosine similarity, best first."""
         query = np.ascontiguousarray(query, dtype=np.float32)

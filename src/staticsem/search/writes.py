@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -103,16 +103,11 @@ class Write:
         store.delete(keys)
         self.removed += len(keys)
         self.lexical.delete(keys)
-        buffered = set(snapshot.buffer_keys.tolist())
-        graves = []
-        for key, zero in found:
-            if zero or key in buffered:
-                continue
-            if key >= self.first_key:
-                self.deleted.add(key)
-            elif (owner := snapshot.owner(key)) is not None:
-                graves.append((key, owner.name))
-        store.bury(graves)
+        vectors = np.asarray([key for key, zero in found if not zero], dtype=np.int64)
+        vectors = vectors[~np.isin(vectors, snapshot.buffer_keys)]  # buffered rows went with the document
+        pending = vectors >= self.first_key  # added by this write: left out of its segments or buffer
+        self.deleted.update(vectors[pending].tolist())
+        store.bury(held_by(vectors[~pending], snapshot.segments))
 
     def finish_vectors(self) -> None:
         """Write the new vectors: to the buffer when small, else to new segments (buffer included)."""
@@ -142,14 +137,13 @@ class Write:
         store.replace_segments(replaced, [(n, s, builder.graph) for n, s in zip(names, sizes, strict=True)])
         if self.deleted:  # documents added and deleted (upserted) within this write
             keys = np.asarray(sorted(self.deleted), dtype=np.int64)
-            self._bury_where_held(keys, names, paths)
+            segments = [self.index.open_segment(name, path) for name, path in zip(names, paths, strict=True)]
+            store.bury(held_by(keys, segments))
 
-    def _bury_where_held(self, keys: np.ndarray, names: list[str], paths: list[Path]) -> None:
-        held = []
-        for name, path in zip(names, paths, strict=True):
-            segment = self.index.open_segment(name, path)
-            held += [(int(k), name) for k in keys[segment.holds(keys)]]
-        self.index.store.bury(held)
+
+def held_by(keys: np.ndarray, segments: Sequence[Segment]) -> list[tuple[int, str]]:
+    """``(key, segment name)`` for each of ``keys`` that one of ``segments`` holds."""
+    return [(int(key), s.name) for s in segments for key in keys[s.holds(keys)]]
 
 
 def new_builder(index: Index, size: int, threads: int) -> SegmentBuilder | FlatBuilder:
