@@ -72,3 +72,47 @@ def test_document_writes_keep_the_rules(client: TestClient) -> None:
     assert client.post("/documents", json=too_many, headers=KEY).json()["error"]["limit"] == "max_inputs"
     assert client.post("/documents", json={"documents": [{"text": "x"}]}).status_code == 401
     assert client.get("/info").json()["writes"] is True
+
+
+def test_a_write_is_answered_while_every_search_thread_and_slot_is_taken(index, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The write lane: searches stuck on both search threads, with more queued for their slots, hold up
+    neither a write's slot nor its thread; searches never run on more than ``search_threads`` threads."""
+    import asyncio
+    import threading
+
+    import httpx
+
+    from staticsem.serve.service import Service
+
+    gate, busy, peak = threading.Event(), [0], [0]
+    lock = threading.Lock()
+    original = Service.search
+
+    def slow_search(self: Service, request: object) -> object:
+        with lock:
+            busy[0] += 1
+            peak[0] = max(peak[0], busy[0])
+        gate.wait(10)
+        with lock:
+            busy[0] -= 1
+        return original(self, request)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Service, "search", slow_search)
+    limits = Limits(max_in_flight=3, search_threads=2)
+    app = create_app(index.model, index=index, api_key="k", limits=limits)
+
+    async def main() -> tuple[int, list[int]]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            query = {"query": "king", "k": 2}
+            searches = [asyncio.ensure_future(client.post("/search", json=query)) for _ in range(6)]
+            await asyncio.sleep(0.2)
+            new = {"documents": [{"id": "w1", "text": "a queen in paris"}]}
+            write = await asyncio.wait_for(client.post("/documents", json=new, headers=KEY), 5)
+            gate.set()
+            return write.status_code, [s.status_code for s in await asyncio.gather(*searches)]
+
+    write_status, search_statuses = asyncio.run(main())
+    assert write_status == 200 and search_statuses == [200] * 6
+    assert peak[0] == 2
+    app.state.lanes.close()

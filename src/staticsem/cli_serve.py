@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import logging
 import os
@@ -61,6 +62,12 @@ def serve(
     max_in_flight: Annotated[
         int, typer.Option(min=1, help="Requests answered at once; more wait their turn (bounds memory).")
     ] = 64,
+    search_threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Index searches run at once [default: one per core]; writes have their own."
+        ),
+    ] = None,
 ) -> None:
     """Serve MODEL over HTTP: OpenAI-compatible /v1/embeddings, similarity, words, search, a playground."""
     try:
@@ -72,6 +79,8 @@ def serve(
         raise InputError(f"{exc} (staticsem serve needs `pip install 'staticsem[serve]'`)") from None
 
     limits = Limits(max_inputs, max_chars, max_body_bytes, max_k, max_matrix_cells, max_in_flight)
+    if search_threads is not None:
+        limits = dataclasses.replace(limits, search_threads=search_threads)
     settings = ServeSettings(model, index, api_key_env, name, limits)
     app = app_from_settings(settings)  # loads everything once, so a bad path fails here with one line
     if not _loopback(host):

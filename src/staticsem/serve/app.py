@@ -1,16 +1,21 @@
 """The FastAPI app: request models in, ``Service`` calls off the event loop, response models out.
 
 Calls that only use the model (embeddings, similarity, words) run on the app's one model thread
-(``ModelWorker``); those that touch the index (SQLite, files) run in the thread pool.
+(``ModelWorker``). Index searches run on a pool of ``Limits.search_threads`` threads (one per core),
+index writes on a thread of their own with in-flight slots of their own: two hundred searching
+connections hold up a write by the time two searches take, not by the whole queue. The rest runs in
+the thread pool.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from importlib import resources
 from typing import Annotated, Any
@@ -57,6 +62,29 @@ async def worker(request: Request) -> ModelWorker:
 
 
 WorkerDep = Annotated[ModelWorker, Depends(worker)]
+WRITES = "/documents"  # the paths of the write lane
+
+
+class IndexLanes:
+    """Where index calls run: searches on ``threads`` threads, writes one at a time on their own thread."""
+
+    def __init__(self, threads: int) -> None:
+        self.searches = ThreadPoolExecutor(threads, thread_name_prefix="staticsem-search")
+        self.writes = ModelWorker("staticsem-writer")
+
+    async def search(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.searches, fn, *args)
+
+    def close(self) -> None:
+        self.writes.stop()
+        self.searches.shutdown(wait=True)
+
+
+async def lanes(request: Request) -> IndexLanes:
+    return request.app.state.lanes  # type: ignore[no-any-return]
+
+
+LanesDep = Annotated[IndexLanes, Depends(lanes)]
 
 
 async def require_key(
@@ -112,21 +140,23 @@ async def analogy(
 
 
 @router.post("/search", responses=COMMON, tags=["index"])
-def search(request: schemas.SearchRequest, svc: ServiceDep) -> schemas.SearchResponse:
+async def search(request: schemas.SearchRequest, svc: ServiceDep, lane: LanesDep) -> schemas.SearchResponse:
     """Search the served index (dense, bm25 or hybrid), optionally filtered by metadata."""
-    return svc.search(request)
+    return await lane.search(svc.search, request)  # type: ignore[no-any-return]
 
 
-@router.post("/documents", responses=WRITE, tags=["index"], dependencies=[Depends(require_key)])
-def add_documents(request: schemas.DocumentsRequest, svc: ServiceDep) -> schemas.DocumentsResponse:
+@router.post(WRITES, responses=WRITE, tags=["index"], dependencies=[Depends(require_key)])
+async def add_documents(
+    request: schemas.DocumentsRequest, svc: ServiceDep, lane: LanesDep
+) -> schemas.DocumentsResponse:
     """Add (or with upsert, replace) documents in the served index. Needs the API key."""
-    return svc.add(request)
+    return await lane.writes.run(svc.add, request)
 
 
-@router.delete("/documents/{doc_id}", responses=WRITE, tags=["index"], dependencies=[Depends(require_key)])
-def delete_document(doc_id: str, svc: ServiceDep) -> schemas.DocumentsResponse:
+@router.delete(WRITES + "/{doc_id}", responses=WRITE, tags=["index"], dependencies=[Depends(require_key)])
+async def delete_document(doc_id: str, svc: ServiceDep, lane: LanesDep) -> schemas.DocumentsResponse:
     """Delete one document from the served index. Needs the API key."""
-    return svc.delete(doc_id)
+    return await lane.writes.run(svc.delete, doc_id)
 
 
 @router.get("/health", responses=_errors(500), tags=["service"])
@@ -170,6 +200,7 @@ def create_app(
         app.state.worker.start()
         yield
         app.state.worker.stop()  # after uvicorn let the in-flight requests finish
+        app.state.lanes.close()
         if close_index and index is not None:
             index.close()
 
@@ -181,6 +212,7 @@ def create_app(
     )
     app.state.service = Service(model, name, limits, index=index, api_key=api_key)
     app.state.worker = ModelWorker()
+    app.state.lanes = IndexLanes(limits.search_threads)
     app.state.classifier = classifier
     bounds = {**asdict(limits), "dim": model.dim}
     generate = app.openapi
@@ -194,7 +226,8 @@ def create_app(
         if isinstance(route, APIRoute) and route.body_field
         for method in route.methods or ()
     )
-    app.add_middleware(InFlight, limit=limits.max_in_flight)  # inside BodyGuard: bodies read first
+    # inside BodyGuard: bodies read first
+    app.add_middleware(InFlight, limit=limits.max_in_flight, own_lane=(WRITES,))
     app.add_middleware(BodyGuard, max_bytes=limits.max_body_bytes, json_routes=json_routes)
     return app
 

@@ -183,12 +183,13 @@ class InFlight:
     A request holds its slot from its handler's start until its answer is written (uvicorn's ``send``
     waits while the connection's write buffer is full), so a burst of large answers is built and
     buffered ``limit`` at a time instead of all at once. Bodies are read before (``BodyGuard`` sits
-    outside), so a slow sender never holds a slot. ``/health`` does not wait.
+    outside), so a slow sender never holds a slot. ``/health`` does not wait; paths under ``own_lane``
+    (the index writes) take slots of their own, so a write never queues behind a crowd of searches.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app, self.limit = app, limit
-        self._slots: asyncio.Semaphore | None = None
+    def __init__(self, app: ASGIApp, limit: int, own_lane: tuple[str, ...] = ()) -> None:
+        self.app, self.limit, self.own_lane = app, limit, own_lane
+        self._slots: dict[bool, asyncio.Semaphore] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -196,7 +197,9 @@ class InFlight:
             await self.app(scope, receive, send)
             return
         loop = asyncio.get_running_loop()
-        if self._slots is None or self._loop is not loop:  # a semaphore serves one event loop
-            self._slots, self._loop = asyncio.Semaphore(self.limit), loop
-        async with self._slots:
+        if self._loop is not loop:  # a semaphore serves one event loop
+            self._slots, self._loop = {}, loop
+        lane = scope["path"].startswith(self.own_lane) if self.own_lane else False
+        slots = self._slots.setdefault(lane, asyncio.Semaphore(self.limit))
+        async with slots:
             await self.app(scope, receive, send)

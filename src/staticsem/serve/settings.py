@@ -24,6 +24,8 @@ class Limits:
     max_k: int = 1000  # neighbours, analogy answers, search hits
     max_matrix_cells: int = 262_144  # similarity matrix size (rows × columns)
     max_in_flight: int = 64  # requests answered at once; more wait their turn (bounds a burst's memory)
+    # index searches run at once (more threads than cores only slow the writer down); writes get one thread
+    search_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
