@@ -39,17 +39,41 @@ def texts(seed: int, count: int) -> list[str]:
 # ---------------------------------------------------------------------- reachability
 @pytest.mark.slow
 def test_every_vector_finds_itself_after_a_build_on_every_core(tmp_path: Path) -> None:
-    """30,000 distinct vectors, segments built side by side: each one's graph search finds it first."""
+    """30,000 distinct vectors, segments built side by side: each one's search finds it first."""
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(30_000)]
     big = StaticModel(words, rng.normal(size=(len(words), 24)).astype(np.float32))
     index = Index.build(big, words, tmp_path / "ix", dtype="float32")
     segments = index.snapshot.segments
-    assert sum(len(s) for s in segments) == len(words) and len(segments) >= 2  # one per core (CI: two)
+    assert sum(len(s) for s in segments) == len(words)
+    assert sum(s.index is not None for s in segments) >= 2  # one graph per core (CI: two)
     for segment in segments:  # a stranded node is found at no expansion (usearch's concurrent add, planted:
-        segment.index.expansion_search = 64  # 4 of 30,000 at 64, 128 and 320); 64 keeps the check quick
-        found = segment.index.search(segment.vectors(segment.keys), 1, exact=False, threads=0)
-        assert (found.keys[:, 0] == segment.keys).all(), f"{segment.name}: unreached vectors"
+        if segment.index is not None:  # 4 of 30,000 at 64, 128 and 320); 64 keeps the check quick
+            segment.index.expansion_search = 64
+            found = segment.index.search(segment.vectors(segment.keys), 1, exact=False, threads=0)
+            assert (found.keys[:, 0] == segment.keys).all(), f"{segment.name}: unreached vectors"
+
+
+def test_vectors_a_graph_strands_move_to_a_flat_segment(tmp_path: Path) -> None:
+    """A sparse graph (4 links, expansion 8) strands many nodes: they are buried in it and served by a flat
+    segment, each vector is served once, and every vector's search finds it first."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(4_000)]
+    model = StaticModel(words, rng.normal(size=(len(words), 32)).astype(np.float32))
+    sparse = HnswSettings(connectivity=4, expansion_add=8, expansion_search=16, exact_threshold=500)
+    index = Index.build(model, words, tmp_path / "ix", dtype="float32", hnsw=sparse)
+    segments = index.snapshot.segments
+    graphs, flats = [s for s in segments if s.index is not None], [s for s in segments if s.index is None]
+    assert graphs and len(flats) == 1 and len(flats[0]) > 0
+    dead = index.snapshot.dead
+    served = np.concatenate([s.keys[~np.isin(s.keys, dead.get(s.name, []))] for s in segments])
+    assert len(served) == len(np.unique(served)) == len(words) == len(index.snapshot)
+    assert sum(len(dead.get(g.name, [])) for g in graphs) == len(flats[0])
+    vectors = model.encode(words)
+    first = [index.snapshot.search(row, 10)[0][0] for row in vectors]  # k = 10: the stray check's k
+    assert first == list(range(1, len(words) + 1))
+    reopened = Index.open(tmp_path / "ix", model=model)
+    assert [hit.text for hit in reopened.search(words[7], 1, mode="dense")] == [words[7]]
 
 
 # ---------------------------------------------------------------------- the lexical side

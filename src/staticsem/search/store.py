@@ -7,7 +7,8 @@ Tables:
 * ``terms``: ``field=value`` filter terms of each document's metadata (``metadata_terms``), for ``where``.
 * ``buffer``: vectors of recent small writes, searched exactly until they are flushed into a segment.
 * ``segments``: the vector segment files (immutable) that make up the committed state.
-* ``tombstones``: deleted keys whose vectors still sit in a segment (dropped when it is merged).
+* ``tombstones``: ``(key, segment)`` of vectors a segment still holds but no longer serves: deleted
+  documents, and vectors its graph strands (served by a flat segment); dropped when it is merged.
 * ``lexical_deletes``: deleted keys the lexical engine has not committed yet (its redo log, with
   ``state.lexical_key``: documents above that key are not yet committed there).
 * ``state``: counters: ``generation`` (bumped by every commit), ``layout`` (bumped when segments change),
@@ -44,7 +45,8 @@ CREATE TABLE terms(term TEXT NOT NULL, key INTEGER NOT NULL, PRIMARY KEY (term, 
 CREATE INDEX terms_by_key ON terms(key);
 CREATE TABLE buffer(key INTEGER PRIMARY KEY, vector BLOB NOT NULL);
 CREATE TABLE segments(name TEXT PRIMARY KEY, count INTEGER NOT NULL, graph INTEGER NOT NULL);
-CREATE TABLE tombstones(key INTEGER PRIMARY KEY, segment TEXT NOT NULL);
+CREATE TABLE tombstones(key INTEGER NOT NULL, segment TEXT NOT NULL, PRIMARY KEY (key, segment))
+    WITHOUT ROWID;
 CREATE TABLE lexical_deletes(key INTEGER PRIMARY KEY);
 CREATE TABLE state(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT INTO state VALUES ('generation', 0), ('layout', 0), ('documents', 0), ('lexical_key', 0),
@@ -235,7 +237,7 @@ class DocStore:
         """Tombstones for deleted keys whose vectors stay in a segment until it is merged."""
         rows = list(segment_keys)
         if rows:
-            self.w.executemany("INSERT INTO tombstones(key, segment) VALUES (?, ?)", rows)
+            self.w.executemany("INSERT OR IGNORE INTO tombstones(key, segment) VALUES (?, ?)", rows)
             self.w.execute("UPDATE state SET value = value + 1 WHERE name = 'burials'")
 
     def buffer_add(self, keys: np.ndarray, vectors: np.ndarray) -> None:

@@ -223,6 +223,7 @@ class FlatBuilder:
         self.dtype = np.float32 if dtype == "float32" else np.float16
         self.keys: list[np.ndarray] = []
         self.rows: list[np.ndarray] = []
+        self.strays: list[tuple[np.ndarray, np.ndarray]] = []  # a flat segment strands nothing
 
     def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
         self.keys.append(np.asarray(keys, dtype=np.int64))
@@ -256,6 +257,7 @@ class SegmentBuilder:
         self.pending: list[list[Future[None]]] = [[] for _ in self.graphs]
         self.turn = 0
         self._lock = threading.Lock()
+        self.strays: list[tuple[np.ndarray, np.ndarray]] = []
 
     def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
         """Queue a batch: split evenly over the graphs, so they grow side by side."""
@@ -281,10 +283,15 @@ class SegmentBuilder:
                 pool.shutdown(wait=True, cancel_futures=True)
 
     def save(self, paths: Sequence[Path]) -> list[int]:
-        """Write each non-empty graph to the next of ``paths`` (flushed and renamed); their sizes."""
+        """Write each non-empty graph to the next of ``paths`` (flushed and renamed); their sizes. The
+        vectors a graph's search does not find are in ``strays`` for the caller to serve from a flat segment
+        (and bury in the graph: taking them out of it would change the routes other searches take)."""
         self.finish()
+        graphs = [g for g in self.graphs if len(g)]
+        with ThreadPoolExecutor(len(graphs) or 1, thread_name_prefix="staticsem-hnsw") as pool:
+            self.strays = list(pool.map(strays, graphs))
         sizes = []
-        for graph, path in zip([g for g in self.graphs if len(g)], paths, strict=False):
+        for graph, path in zip(graphs, paths, strict=False):
             _write_synced(path, graph.save)
             sizes.append(len(graph))
         return sizes
@@ -293,6 +300,40 @@ class SegmentBuilder:
         """How many segments ``save`` writes (waits for the queued batches)."""
         self.finish()
         return sum(1 for g in self.graphs if len(g))
+
+
+# The checks ``strays`` runs: (expansion, k), cheapest first; a vector is rechecked only if the pass before
+# missed it, and the last pass is what a search does (k = 10 at the search expansion). On 20,000 vectors
+# of a 750k-vector graph of Wikipedia sentences: 10 % are missed at expansion 8, 1 % at 64, 15 at 320
+# (15 of 20,000 too when all are checked at 320, at 15 times the cost).
+STRAY_CHECKS = ((8, 1), (64, 1), (0, 10))
+
+
+def strays(graph, chunk: int = 16_384) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+    """The keys (and vectors) of ``graph`` that a search for their own vector does not find, on this
+    thread: HNSW leaves a few nodes that no search reaches (about 1 in 1,300 at 750k vectors); a write
+    serves them from a flat segment. A vector with an identical twin counts as found with it."""
+    expansion, keys = graph.expansion_search, np.asarray(graph.keys, dtype=np.uint64)
+    lost: list[np.ndarray] = []
+    try:
+        for start in range(0, len(keys), chunk):
+            suspects = keys[start : start + chunk]
+            rows = np.vstack(graph.get(suspects, dtype="f32"))
+            for ef, k in STRAY_CHECKS:
+                if not len(suspects):
+                    break
+                graph.expansion_search = ef or expansion
+                found = graph.search(rows, min(k, len(keys)), threads=1)
+                hits = np.asarray(found.keys).reshape(len(rows), -1)
+                twin = np.asarray(found.distances).reshape(len(rows), -1)[:, 0] < 1e-3
+                miss = ~((hits == suspects[:, None]).any(axis=1) | twin)
+                suspects, rows = suspects[miss], rows[miss]
+            lost.append(suspects)
+    finally:
+        graph.expansion_search = expansion
+    found_keys = np.concatenate(lost).astype(np.int64) if lost else np.empty(0, dtype=np.int64)
+    rows = np.vstack(graph.get(found_keys.astype(np.uint64), dtype="f32")) if len(found_keys) else None
+    return found_keys, rows if rows is not None else np.empty((0, graph.ndim), dtype=np.float32)
 
 
 def plan_merge(sizes: dict[str, tuple[int, int]], settings: HnswSettings) -> list[str]:

@@ -129,12 +129,28 @@ class Write:
         self.save_segments(self.builder, [])
 
     def save_segments(self, builder: SegmentBuilder | FlatBuilder, replaced: list[str]) -> None:
+        """Write ``builder``'s segments in place of ``replaced``; the vectors a graph strands (``strays``)
+        are buried in it and served by one more, flat segment."""
         store = self.index.store
         names = [f"seg-{store.next_segment()}" for _ in range(len(builder))]
         paths = [segment_file(self.index.path, name, builder.graph) for name in names]
         self.files += paths
         sizes = builder.save(paths)
-        store.replace_segments(replaced, [(n, s, builder.graph) for n, s in zip(names, sizes, strict=True)])
+        added = [(n, s, builder.graph) for n, s in zip(names, sizes, strict=True)]
+        lost = [pair for pair in builder.strays if len(pair[0])]
+        stranded = [
+            (int(key), name) for name, (keys, _) in zip(names, builder.strays, strict=False) for key in keys
+        ]
+        if lost:
+            flat = FlatBuilder(self.index.dtype)
+            for keys, rows in lost:
+                flat.add(keys, rows)
+            names.append(f"seg-{store.next_segment()}")
+            paths.append(segment_file(self.index.path, names[-1], False))
+            self.files.append(paths[-1])
+            added.append((names[-1], flat.save(paths[-1:])[0], False))
+        store.replace_segments(replaced, added)
+        store.bury(stranded)
         if self.deleted:  # documents added and deleted (upserted) within this write
             keys = np.asarray(sorted(self.deleted), dtype=np.int64)
             segments = [self.index.open_segment(name, path) for name, path in zip(names, paths, strict=True)]

@@ -66,18 +66,24 @@ WRITES = "/documents"  # the paths of the write lane
 
 
 class IndexLanes:
-    """Where index calls run: searches on ``threads`` threads, writes one at a time on their own thread."""
+    """Where index calls run: searches on ``threads`` threads, writes one at a time on their own thread.
+    Like ``ModelWorker``, a lane closed at shutdown starts again on the next call."""
 
     def __init__(self, threads: int) -> None:
-        self.searches = ThreadPoolExecutor(threads, thread_name_prefix="staticsem-search")
+        self.threads = threads
+        self._searches: ThreadPoolExecutor | None = None
         self.writes = ModelWorker("staticsem-writer")
 
     async def search(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.searches, fn, *args)
+        if self._searches is None:
+            self._searches = ThreadPoolExecutor(self.threads, thread_name_prefix="staticsem-search")
+        return await asyncio.get_running_loop().run_in_executor(self._searches, fn, *args)
 
     def close(self) -> None:
         self.writes.stop()
-        self.searches.shutdown(wait=True)
+        searches, self._searches = self._searches, None
+        if searches is not None:
+            searches.shutdown(wait=True)
 
 
 async def lanes(request: Request) -> IndexLanes:
