@@ -332,8 +332,9 @@ def strays(graph, chunk: int = 16_384) -> tuple[np.ndarray, np.ndarray]:  # type
     finally:
         graph.expansion_search = expansion
     found_keys = np.concatenate(lost).astype(np.int64) if lost else np.empty(0, dtype=np.int64)
-    rows = np.vstack(graph.get(found_keys.astype(np.uint64), dtype="f32")) if len(found_keys) else None
-    return found_keys, rows if rows is not None else np.empty((0, graph.ndim), dtype=np.float32)
+    if not len(found_keys):
+        return found_keys, np.empty((0, graph.ndim), dtype=np.float32)
+    return found_keys, np.vstack(graph.get(found_keys.astype(np.uint64), dtype="f32"))
 
 
 def plan_merge(sizes: dict[str, tuple[int, int]], settings: HnswSettings) -> list[str]:
