@@ -4,8 +4,9 @@ Every phase runs in a fresh subprocess (its own peak RSS), on the first ``--limi
 sentences of ``--data``'s corpus, one document each:
 
 * ``build``: our ``Index.build`` from the gzip files (encode + tantivy + vector segments built side by side),
-  its size on disk, segments, and how many of 20,000 sampled vectors a search in their own segment does not
-  reach (usearch's concurrent ``add`` strands nodes: USearch#735; we build each graph on one thread);
+  its size on disk, segments, and how many of 20,000 sampled vectors their own search (as ``Index.search``
+  does it) does not reach (usearch's concurrent ``add`` strands nodes, USearch#735: we build each graph on
+  one thread; a graph still strands a few, which the build finds and serves from a flat segment);
 * ``vectors``: the same model's vectors and exact float32 top-10 for the queries;
 * ``vicinity``: model2vec's nearest-neighbour library (usearch backend, its defaults, every core) built
   from those vectors, its recall and latency;
@@ -97,19 +98,19 @@ def recall(found: list[np.ndarray], truth: np.ndarray) -> float:
     )
 
 
-def unreached(segments: list[Any], sample: int = 20_000) -> dict[str, int]:
-    """Sampled indexed vectors whose search in their own segment (k=10, our default expansion) finds
-    neither them nor an identical vector."""
+def unreached(snapshot: Any, sample: int = 20_000) -> dict[str, int]:
+    """Sampled indexed vectors whose search (k=10, our default expansion, every segment, as ``Index.search``
+    does) finds neither them nor an identical vector; stranded ones are served by a flat segment."""
     rng = np.random.default_rng(0)
-    total = sum(len(s) for s in segments)
+    total = len(snapshot)
     missed = sampled = 0
-    for segment in segments:
-        take = max(1, round(sample * len(segment) / total))
-        keys = rng.choice(segment.keys, min(take, len(segment)), replace=False)
-        rows = segment.vectors(keys)
-        found = segment.index.search(rows, 10, threads=2)
-        reached = (found.keys == keys[:, None].astype(np.uint64)).any(axis=1) | (found.distances[:, 0] < 1e-3)
-        missed += int((~reached).sum())
+    for segment in snapshot.segments:
+        live = segment.keys[~np.isin(segment.keys, snapshot.dead.get(segment.name, []))]
+        take = max(1, round(sample * len(live) / total))
+        keys = rng.choice(live, min(take, len(live)), replace=False)
+        for key, row in zip(keys, segment.vectors(keys), strict=True):
+            found = snapshot.search(row, 10)
+            missed += int(all(k != key for k, _ in found) and not (found and found[0][1] > 1 - 1e-3))
         sampled += len(keys)
     return {"unreached": missed, "sampled": sampled}
 
@@ -186,7 +187,7 @@ def phase(args: Any) -> dict[str, Any]:
         started = time.perf_counter()
         with Index.build(model, corpus(args.data, args.limit), work / "index", show_progress=True) as index:
             seconds, info = time.perf_counter() - started, index.info()
-            reach = unreached(index.snapshot.segments)
+            reach = unreached(index.snapshot)
         return {
             "seconds": seconds,
             "documents": info["documents"],
@@ -238,14 +239,15 @@ def phase(args: Any) -> dict[str, Any]:
         index = Index.open(work / "index", model, read_only=True)
         snapshot = index.snapshot
         out: dict[str, Any] = {"segments": len(snapshot.segments)}
+        graphs = [segment for segment in snapshot.segments if segment.index is not None]
         for ef in EFS:  # usearch's expansion_search: the recall / latency trade
-            for segment in snapshot.segments:
+            for segment in graphs:
                 segment.index.expansion_search = ef
             # keys are 1-based document keys in corpus order (no ids given)
             found = [np.array([key - 1 for key, _ in snapshot.search(q, 10)]) for q in query_vectors]
             out[f"recall@10 ef={ef}"] = recall(found, truth)
             out[f"vector search ef={ef}"] = latencies(lambda q: snapshot.search(q, 10), query_vectors)
-        for segment in snapshot.segments:
+        for segment in graphs:
             segment.index.expansion_search = index.hnsw.expansion_search
         out["lexical engine alone"] = latencies(lambda q: index.lexical.search(q, 10), bm25_queries)
         out["Index.search dense"] = latencies(lambda q: index.search(q, 10, mode="dense"), queries)

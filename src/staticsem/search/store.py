@@ -87,6 +87,9 @@ def where_terms(where: dict[str, Any] | None) -> list[str]:
     return [f"{check_field(name)}={_value_text(value)}" for name, value in (where or {}).items()]
 
 
+MMAP_BYTES = 2**31  # address space only: SQLite maps at most the file (and at most its build limit, 2 GiB)
+
+
 def _select_in(conn: sqlite3.Connection, sql: str, values: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
     """Rows of ``sql`` (with ``IN ({marks})``) for all ``values``, in chunks under SQLite's variable limit."""
     for start in range(0, len(values), 900):
@@ -120,6 +123,7 @@ class DocStore:
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # a hit's row is a memory read, not a read() call
         return conn
 
     @property
