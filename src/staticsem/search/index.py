@@ -23,14 +23,14 @@ import numpy as np
 from staticsem.errors import InputError, ModelFormatError, parse_choice
 from staticsem.io.atomic import atomic_folder
 from staticsem.model import StaticModel
+from staticsem.search import writes
 from staticsem.search.common import Hit, SearchMode, batches, model_sha256, progress, resolve_model
 from staticsem.search.documents import Document
 from staticsem.search.fusion import FusionSettings, fuse
 from staticsem.search.lexical import LexicalIndex
 from staticsem.search.store import DocStore, Row, metadata_terms, where_terms
-from staticsem.search.vectors import DEFAULT_DTYPE, DTYPES, HnswSettings, Segment, Snapshot, plan_merge
+from staticsem.search.vectors import DEFAULT_DTYPE, DTYPES, HnswSettings, Segment, Snapshot
 from staticsem.search.vectors import segment_file as _segment_file
-from staticsem.search.writes import Write, catch_up_lexical, file_lock, merge_segments
 
 CONFIG, DATABASE, LEXICAL = "config.json", "docs.sqlite", "lexical"
 BM25_COMMON_DF = 1.0  # BM25 leaves out words in more than this share of documents (1.0: exact BM25)
@@ -195,18 +195,18 @@ class Index:
         return Snapshot(state["generation"], state["layout"], segments, dead, keys, buffer)
 
     @contextlib.contextmanager
-    def _write(self, threads: int = 1) -> Iterator[Write]:
+    def _write(self, threads: int = 1) -> Iterator[writes.Write]:
         """One write: catch the lexical side up, then one store transaction; see ``writes``. ``threads``:
         the lexical writer's (0: every core, for large writes)."""
         if self.read_only:
             raise InputError(f"{self.path} is open read-only")
-        with self._lock, file_lock(self.path):
-            self._clean_stale_files()
+        with self._lock, writes.file_lock(self.path):
+            writes.clean_stale_files(self.path, self.store)
             lexical = self.lexical.writer(threads)
             try:
-                catch_up_lexical(self, lexical)
+                writes.catch_up_lexical(self, lexical)
                 self.store.w.execute("BEGIN IMMEDIATE")
-                write = Write(self, lexical, self.store.next_key())
+                write = writes.Write(self, lexical, self.store.next_key())
                 try:
                     self._refresh()
                     yield write
@@ -231,19 +231,12 @@ class Index:
 
     def _catch_up(self) -> None:
         """Let the lexical engine replay what a killed write committed to the store only."""
-        with self._lock, file_lock(self.path):
+        with self._lock, writes.file_lock(self.path):
             lexical = self.lexical.writer()
             try:
-                catch_up_lexical(self, lexical)
+                writes.catch_up_lexical(self, lexical)
             finally:
                 lexical.close()
-
-    def _clean_stale_files(self) -> None:
-        """Segment files no commit names (a write killed before its commit); under the write lock."""
-        keep = {_segment_file(self.path, name, graph).name for name, _, graph in self.store.segments()}
-        for stale in [*self.path.glob("seg-*"), *self.path.glob(".seg-*.tmp")]:
-            if stale.name not in keep:
-                stale.unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ changing
     def add(
@@ -270,7 +263,7 @@ class Index:
         self.merge()
         return added
 
-    def _add_batch(self, write: Write, docs: list[Document], upsert: bool) -> int:
+    def _add_batch(self, write: writes.Write, docs: list[Document], upsert: bool) -> int:
         given = [d.id for d in docs if d.id is not None]
         existing = self.store.keys_of(given)
         if not upsert:
@@ -328,21 +321,12 @@ class Index:
             raise InputError(f"{self.path} is open read-only")
         merged = 0
         while True:
-            snapshot = self._refresh()
-            if optimize:
-                names = [s.name for s in snapshot.segments] + (
-                    ["buffer"] if len(snapshot.buffer_keys) else []
-                )
-                if len(names) <= 1 and not any(len(d) for d in snapshot.dead.values()):
-                    names = []  # already one segment (or none) without deleted vectors
-            else:
-                sizes = {s.name: (len(s), len(snapshot.dead.get(s.name, ()))) for s in snapshot.segments}
-                names = plan_merge(sizes, self.hnsw)
+            names = writes.merge_plan(self._refresh(), self.hnsw, optimize)
             if not names:
                 return merged
             with self._write() as write:
                 threads = self.hnsw.builders if optimize else 1
-                merge_segments(self, write, names, self.snapshot, threads)
+                writes.merge_segments(self, write, names, self.snapshot, threads)
             merged += len(names)
             if optimize:
                 return merged
@@ -396,17 +380,7 @@ class Index:
         allowed = self.store.keys_where(where)
         if exact or len(allowed) <= self.hnsw.exact_threshold:
             return snapshot.search_among(query, allowed, k)
-        total = len(snapshot)
-        fetch = k * max(2, 2 * total // max(len(allowed), 1))
-        while fetch < total:
-            found = snapshot.search(query, fetch)
-            hits = [
-                hit for hit, keep in zip(found, np.isin([h[0] for h in found], allowed), strict=True) if keep
-            ]
-            if len(hits) >= k:
-                return hits[:k]
-            fetch *= 4
-        return snapshot.search_among(query, allowed, k)
+        return snapshot.search_filtered(query, allowed, k)
 
     # ------------------------------------------------------------------ describing
     def info(self) -> dict[str, Any]:

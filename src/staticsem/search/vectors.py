@@ -184,6 +184,20 @@ class Snapshot:
                 parts.append(brute(unit_rows(segment.vectors(chunk)), chunk, query, k))
         return _top(parts, k)
 
+    def search_filtered(self, query: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """Search restricted to the sorted keys ``allowed`` through the graphs, over-fetching until ``k`` of
+        them come back (exact over ``allowed`` when even a search of everything falls short)."""
+        total = len(self)
+        fetch = k * max(2, 2 * total // max(len(allowed), 1))
+        while fetch < total:
+            found = self.search(query, fetch)
+            keep = np.isin([key for key, _ in found], allowed)
+            hits = [hit for hit, kept in zip(found, keep, strict=True) if kept]
+            if len(hits) >= k:
+                return hits[:k]
+            fetch *= 4
+        return self.search_among(query, allowed, k)
+
     @staticmethod
     def _buffer_scores(
         query: np.ndarray, keys: np.ndarray, rows: np.ndarray

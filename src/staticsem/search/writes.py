@@ -27,8 +27,15 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from staticsem.search.lexical import LexicalWriter
-from staticsem.search.store import metadata_terms
-from staticsem.search.vectors import FlatBuilder, SegmentBuilder, Snapshot, segment_file
+from staticsem.search.store import DocStore, metadata_terms
+from staticsem.search.vectors import (
+    FlatBuilder,
+    HnswSettings,
+    SegmentBuilder,
+    Snapshot,
+    plan_merge,
+    segment_file,
+)
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
@@ -169,6 +176,14 @@ def new_builder(index: Index, size: int, threads: int) -> SegmentBuilder | FlatB
     return SegmentBuilder(index.model.dim, index.dtype, index.hnsw, threads)
 
 
+def clean_stale_files(folder: Path, store: DocStore) -> None:
+    """Remove segment files no commit names (a write killed before its commit); under the write lock."""
+    keep = {segment_file(folder, name, graph).name for name, _, graph in store.segments()}
+    for stale in [*folder.glob("seg-*"), *folder.glob(".seg-*.tmp")]:
+        if stale.name not in keep:
+            stale.unlink(missing_ok=True)
+
+
 def catch_up_lexical(index: Index, writer: LexicalWriter) -> None:
     """Replay into the lexical engine what the store committed and it did not (after a crash)."""
     store = index.store
@@ -188,6 +203,18 @@ def _json(text: str) -> dict:
     import json
 
     return json.loads(text)
+
+
+def merge_plan(snapshot: Snapshot, settings: HnswSettings, optimize: bool) -> list[str]:
+    """The segments (and ``buffer``) to merge now: by the size-tiered policy, or for ``optimize`` all of
+    them unless they are already one segment (or none) without deleted vectors."""
+    if not optimize:
+        sizes = {s.name: (len(s), len(snapshot.dead.get(s.name, ()))) for s in snapshot.segments}
+        return plan_merge(sizes, settings)
+    names = [s.name for s in snapshot.segments] + (["buffer"] if len(snapshot.buffer_keys) else [])
+    if len(names) <= 1 and not any(len(d) for d in snapshot.dead.values()):
+        return []
+    return names
 
 
 def merge_segments(index: Index, write: Write, names: list[str], snapshot: Snapshot, threads: int) -> None:
