@@ -277,3 +277,37 @@ def test_export_to_parquet(model: StaticModel, tmp_path: Path) -> None:
         want = model.encode(row["text"])
         assert np.asarray(row["vector"]) == pytest.approx(want, abs=1e-2)
         assert json.loads(row["metadata"]) == ({} if row["id"] == "late" else {"n": int(row["id"][1:])})
+
+
+def test_a_search_over_tombstones_asks_the_graphs_for_few_more_than_k(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Deleted (or buried) vectors are over-fetched adaptively: a search over segments holding 160
+    tombstones asks each graph for about 2k results, not k + 160, and still returns the k best live."""
+    from staticsem.search.vectors import Segment
+
+    rng = np.random.default_rng(1)
+    words = [f"w{i}" for i in range(1_200)]
+    model = StaticModel(words, rng.normal(size=(len(words), 16)).astype(np.float32))
+    index = Index.build(
+        model, words, tmp_path / "ix", dtype="float32", hnsw=HnswSettings(exact_threshold=300)
+    )
+    gone = [str(key) for key in rng.choice(np.arange(1, 1_201), 160, replace=False)]
+    index.delete(gone)
+    snapshot = index.snapshot
+    assert sum(len(d) for d in snapshot.dead.values()) >= 160 and all(
+        s.index is not None for s in snapshot.segments
+    )
+    asked: list[int] = []
+    search = Segment.search
+
+    def counting(self: Segment, query: np.ndarray, k: int, exact: bool):  # type: ignore[no-untyped-def]
+        asked.append(k)
+        return search(self, query, k, exact)
+
+    monkeypatch.setattr(Segment, "search", counting)
+    vectors = model.encode(words)
+    live = np.asarray([i for i in range(1, 1_201) if str(i) not in set(gone)])
+    for row in vectors[:40]:
+        found = [key for key, _ in snapshot.search(row, 10)]
+        truth = live[np.argsort(-(vectors[live - 1] @ row), kind="stable")[:10]]
+        assert found == truth.tolist()
+    assert max(asked) <= 40

@@ -164,12 +164,7 @@ class Snapshot:
         query = np.ascontiguousarray(query, dtype=np.float32)
         parts = [self._buffer_scores(query, self.buffer_keys, self.buffer)]
         for segment in self.segments:
-            dead = self.dead.get(segment.name, np.empty(0, dtype=np.int64))
-            keys, scores = segment.search(query, k + len(dead), exact)
-            if len(dead):
-                live = ~np.isin(keys, dead)
-                keys, scores = keys[live], scores[live]
-            parts.append((keys, scores))
+            parts.append(_live_top(segment, self.dead.get(segment.name), query, k, exact))
         return _top(parts, k)
 
     def search_among(self, query: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -203,6 +198,24 @@ class Snapshot:
         query: np.ndarray, keys: np.ndarray, rows: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         return brute(rows, keys, query, len(keys))
+
+
+def _live_top(
+    segment: Segment, dead: np.ndarray | None, query: np.ndarray, k: int, exact: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """A segment's ``k`` best keys that are not tombstoned: it over-fetches by ``k`` and asks again for
+    four times more while tombstones leave fewer than ``k`` (not by every tombstone: a graph's few
+    hundred buried strays would make every search ask for hundreds of results)."""
+    if dead is None or not len(dead):
+        return segment.search(query, k, exact)
+    want = k
+    while True:
+        asked = min(len(segment), want + min(len(dead), want))
+        keys, scores = segment.search(query, asked, exact)
+        live = ~np.isin(keys, dead)
+        if live.sum() >= k or asked >= len(segment):
+            return keys[live][:k], scores[live][:k]
+        want *= 4
 
 
 def unit_rows(rows: np.ndarray) -> np.ndarray:
