@@ -55,12 +55,13 @@ def test_every_vector_finds_itself_after_a_build_on_every_core(tmp_path: Path) -
 
 
 def test_vectors_a_graph_strands_move_to_a_flat_segment(tmp_path: Path) -> None:
-    """A sparse graph (4 links, expansion 8) strands many nodes: they are buried in it and served by a flat
-    segment, each vector is served once, and every vector's search finds it first."""
+    """A sparse graph (4 links, expansion 8 on add) strands many nodes: they are buried in it and served by
+    a flat segment, each vector is served once, and every vector's search finds it first (the search
+    expansion, 64, is above what a search over tombstones asks for: usearch searches at the larger)."""
     rng = np.random.default_rng(0)
     words = [f"w{i}" for i in range(4_000)]
     model = StaticModel(words, rng.normal(size=(len(words), 32)).astype(np.float32))
-    sparse = HnswSettings(connectivity=4, expansion_add=8, expansion_search=16, exact_threshold=500)
+    sparse = HnswSettings(connectivity=4, expansion_add=8, expansion_search=64, exact_threshold=500)
     index = Index.build(model, words, tmp_path / "ix", dtype="float32", hnsw=sparse)
     segments = index.snapshot.segments
     graphs, flats = [s for s in segments if s.index is not None], [s for s in segments if s.index is None]
