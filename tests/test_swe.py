@@ -20,11 +20,11 @@ from tokenizers import Tokenizer
 
 import staticsem
 from fakes import FakeTeacher, write_corpus
+from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, fit_abtt
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Distillation, KDSettings, _Split, similarity_loss, train_table
-from staticsem.distillation.work.checkpoint import fingerprint
 from staticsem.errors import InputError
 
 

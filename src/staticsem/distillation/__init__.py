@@ -3,8 +3,10 @@
 
 - ``methods/``: one package per method (settings dataclass, declaration, run), found by name in the registry;
 - ``stages/``: what SWE is made of (extraction, sentence PCA, distillation / contrastive training, merge);
-- ``corpus/``, ``teachers/``, ``work/``: the machinery under them (corpus reading, sampling and
-  vocabularies; the teacher and its backends; checkpoints and the resumable steps frame).
+- ``corpus/``, ``teachers/``, ``checkpoint.py``: the machinery under them (corpus reading, sampling and
+  vocabularies; the teacher and its backends; resumable work), and ``steps.py``, the steps frame of the
+  corpus methods above it;
+- ``method.py``: the contract; ``api.py``: ``distill``.
 """
 
 from __future__ import annotations

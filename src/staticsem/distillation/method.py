@@ -55,7 +55,7 @@ class Frame:
 
     def work_folder(self) -> Path | None:
         """The work folder: ``work_dir``, else ``.NAME.work`` beside ``out`` (None with neither)."""
-        from staticsem.distillation.work.checkpoint import work_folder
+        from staticsem.distillation.checkpoint import work_folder
 
         if self.work_dir is not None:
             return self.work_dir

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from staticsem.distillation.work.checkpoint import ANALYSIS_FILE, work_folder
+from staticsem.distillation.checkpoint import ANALYSIS_FILE, work_folder
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.model import StaticModel
 from staticsem.quantize import dequantize

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from staticsem.distillation.checkpoint import ChunkStore
 from staticsem.distillation.corpus.sampling import Split, count_words
 from staticsem.distillation.stages.contexts import chunk_arrays, pending_chunks
 from staticsem.distillation.stages.extract import (
@@ -38,7 +39,6 @@ from staticsem.distillation.stages.extract import (
     zero_sums,
 )
 from staticsem.distillation.teachers.teacher import Teacher
-from staticsem.distillation.work.checkpoint import ChunkStore
 from staticsem.errors import InputError, StaticsemError
 from staticsem.scale.cluster import Placement, connect, require_ray
 from staticsem.text import WordSplitter

@@ -16,10 +16,10 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from staticsem.distillation.checkpoint import ChunkStore
 from staticsem.distillation.corpus.sampling import Split, sentence_words
 from staticsem.distillation.stages.extract import length_batches
 from staticsem.distillation.teachers.teacher import Teacher
-from staticsem.distillation.work.checkpoint import ChunkStore
 from staticsem.text import split_words
 
 

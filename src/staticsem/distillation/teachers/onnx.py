@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from staticsem.cxxruntime import check_facets
+from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.teachers.backends import check_backend
-from staticsem.distillation.work.checkpoint import fingerprint
 from staticsem.errors import InputError, StaticsemError
 from staticsem.io.atomic import atomic_file
 

@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from staticsem.distillation.checkpoint import Work, fingerprint
 from staticsem.distillation.corpus.reading import CorpusOptions, check_sources, fingerprint_sources
 from staticsem.distillation.corpus.streams import Sentences, sentence_source
 from staticsem.distillation.method import Frame, record
 from staticsem.distillation.methods.glove.settings import READING, GloveSettings
-from staticsem.distillation.work.checkpoint import Work, fingerprint
 from staticsem.errors import InputError
 from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load_file
 
+from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
 from staticsem.distillation.corpus.parallel import read_pairs
 from staticsem.distillation.corpus.reading import (
     CorpusOptions,
@@ -35,9 +36,8 @@ from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Contrastive, Distillation, Objective, train_table
+from staticsem.distillation.steps import StepRun, run_in_frame
 from staticsem.distillation.teachers.backends import backend_key
-from staticsem.distillation.work.checkpoint import ANALYSIS_FILE, fingerprint
-from staticsem.distillation.work.steps import StepRun, run_in_frame
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file, save_tensors

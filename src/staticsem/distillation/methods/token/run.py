@@ -16,12 +16,12 @@ import numpy as np
 from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 
+from staticsem.distillation.checkpoint import ChunkStore, fingerprint, work_folder
 from staticsem.distillation.corpus.vocabulary import read_word_list
 from staticsem.distillation.method import Frame, record
 from staticsem.distillation.methods.token.settings import TokenSettings
 from staticsem.distillation.teachers.backends import backend_key
 from staticsem.distillation.teachers.teacher import Teacher
-from staticsem.distillation.work.checkpoint import ChunkStore, fingerprint, work_folder
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)

@@ -24,12 +24,12 @@ import torch.nn.functional as F
 from safetensors.numpy import load_file
 from tqdm.auto import tqdm
 
+from staticsem.distillation.checkpoint import ChunkStore, fingerprint
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.x2static.settings import X2StaticSettings
 from staticsem.distillation.stages.contexts import extract_contexts, groups
+from staticsem.distillation.steps import StepRun, run_in_frame
 from staticsem.distillation.teachers.backends import backend_key
-from staticsem.distillation.work.checkpoint import ChunkStore, fingerprint
-from staticsem.distillation.work.steps import StepRun, run_in_frame
 from staticsem.io import load
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel

@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from staticsem.distillation.checkpoint import Work, timed, work_folder
 from staticsem.distillation.corpus.prefetch import background_sentences
 from staticsem.distillation.corpus.reading import CorpusOptions, fingerprint_sources
 from staticsem.distillation.corpus.sampling import count_words
 from staticsem.distillation.corpus.vocabulary import vocabulary_key, vocabulary_step
 from staticsem.distillation.method import record
 from staticsem.distillation.teachers.teacher import DEFAULT_TEACHER, Teacher
-from staticsem.distillation.work.checkpoint import Work, timed, work_folder
 from staticsem.errors import InputError
 from staticsem.text import WordSplitter, make_splitter
 
