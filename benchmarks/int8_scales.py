@@ -75,7 +75,7 @@ def main() -> None:
     )
     parser.add_argument("--output", type=Path, help="Write the results as JSON here.")
     args = parser.parse_args()
-    from staticsem.distillation.token import zipf_weights
+    from staticsem.distillation.methods.token.run import zipf_weights
 
     cases = [("Zipf/SIF weights (sif 1e-4)", zipf_weights(ROWS, 1e-4))]
     cases += [(f"norms spread {s:g}x", np.geomspace(1 / s, 1, ROWS)) for s in SPREADS]

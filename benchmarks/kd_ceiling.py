@@ -77,8 +77,8 @@ def teacher_embeddings(texts: list[str], cache: Path, name: str | None = None) -
     runs skip the teacher."""
     from safetensors.numpy import load_file
 
-    from staticsem.distillation.pipeline import SWESettings
-    from staticsem.distillation.teacher import Teacher
+    from staticsem.distillation.methods.swe.pipeline import SWESettings
+    from staticsem.distillation.teachers.teacher import Teacher
     from staticsem.io.atomic import save_tensors
     from teacher_backends import TeacherEncoder
 
@@ -108,8 +108,8 @@ def write_text(args: Any) -> None:
 def refit(work: Path, sentences: list[str], dim: int) -> Any:
     """A stage-2 table of ``dim`` dimensions from the work folder's stage 1, as the build's PCA step."""
     import staticsem
-    from staticsem.distillation.abtt import sentence_pca
-    from staticsem.distillation.pipeline import SWESettings
+    from staticsem.distillation.methods.swe.pipeline import SWESettings
+    from staticsem.distillation.stages.abtt import sentence_pca
 
     stage1 = staticsem.load(work / "stage1")
     return sentence_pca(stage1, sentences, SWESettings.pca_sentences, None, dim)[0]
@@ -117,7 +117,7 @@ def refit(work: Path, sentences: list[str], dim: int) -> Any:
 
 def parse_run(spec: str) -> dict[str, Any]:
     """``a=1+b=2`` → {"a": 1, "b": 2}; ``default`` → {}."""
-    from staticsem.distillation.kd import KDSettings
+    from staticsem.distillation.stages.kd import KDSettings
 
     types = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
     types.update(fraction=float, oracle=int, dim=int, **{name: int for name in EXTRA})
@@ -148,7 +148,7 @@ def main() -> None:
     from safetensors.numpy import load_file
 
     import staticsem
-    from staticsem.distillation.kd import Distillation, KDSettings, train_table
+    from staticsem.distillation.stages.kd import Distillation, KDSettings, train_table
     from staticsem.eval.encoders import load_encoder
     from staticsem.eval.sts import STS
     from staticsem.eval.wordsim import WordSimilarity

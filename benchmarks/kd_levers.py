@@ -108,11 +108,11 @@ def domain_words(work: Path, sentences: list[str], least: int) -> Any:
     from safetensors.numpy import load_file
 
     import staticsem
-    from staticsem.distillation.abtt import ABTT, ABTT_FILE
-    from staticsem.distillation.extract import extract
-    from staticsem.distillation.pipeline import with_words
-    from staticsem.distillation.sampling import missing_words
-    from staticsem.distillation.teacher import Teacher
+    from staticsem.distillation.corpus.sampling import missing_words
+    from staticsem.distillation.methods.swe.pipeline import with_words
+    from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE
+    from staticsem.distillation.stages.extract import extract
+    from staticsem.distillation.teachers.teacher import Teacher
     from staticsem.io.atomic import save_tensors
 
     stage2 = staticsem.load(work / "stage2")
@@ -147,7 +147,7 @@ def main() -> None:
     from safetensors.numpy import load_file
 
     import staticsem
-    from staticsem.distillation.kd import Distillation, KDSettings, train_table
+    from staticsem.distillation.stages.kd import Distillation, KDSettings, train_table
     from staticsem.eval.encoders import load_encoder
     from staticsem.eval.sts import STS
     from staticsem.eval.wordsim import WordSimilarity

@@ -42,13 +42,13 @@ LAYOUTS = {"ray 1 replica x 2 threads": 1, "ray 2 replicas x 1 thread": 2}
 
 
 def chosen_sentences(data: Path, count: int) -> list[str]:
-    from staticsem.distillation.corpus import CorpusOptions, iter_sentences
+    from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
 
     return list(itertools.islice(iter_sentences([str(data / common.CORPUS)], CorpusOptions()), count))
 
 
 def single(teacher: Any, sentences: list[str], vocab: list[str], folder: Path) -> tuple[float, Any]:
-    from staticsem.distillation.extract import extract
+    from staticsem.distillation.stages.extract import extract
 
     started = time.perf_counter()
     result = extract(
@@ -89,7 +89,7 @@ def same(reference: Any, result: Any) -> dict[str, float | bool]:
 def measure_extraction(args: Any, vocab: list[str]) -> dict[str, Any]:
     import ray
 
-    from staticsem.distillation.teacher import Teacher
+    from staticsem.distillation.teachers.teacher import Teacher
     from staticsem.scale.distill import RayScale
 
     sentences = chosen_sentences(args.data, args.sentences)

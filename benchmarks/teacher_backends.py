@@ -41,7 +41,7 @@ class TeacherEncoder:
     def encode(self, texts: list[str]) -> np.ndarray:
         from tqdm import tqdm
 
-        from staticsem.distillation.extract import length_batches
+        from staticsem.distillation.stages.extract import length_batches
 
         out = np.zeros((len(texts), self.teacher.model.get_sentence_embedding_dimension()), np.float32)
         for chosen in tqdm(length_batches(texts, self.batch), "teacher", disable=not self.progress):
@@ -51,7 +51,7 @@ class TeacherEncoder:
 
 def chosen_sentences(args: Any) -> tuple[list[str], list[str]]:
     """The full recipe's chosen sentences and vocabulary (its first two steps, reused)."""
-    from staticsem.distillation.pipeline import Pipeline, SWESettings
+    from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 
     settings = SWESettings(corpus=tuple(args.corpus), vocab_size=50_000, sentences_per_word=10)
     run = Pipeline(settings, args.models / "swe-wiki", work_dir=args.work, show_progress=True)
@@ -63,7 +63,7 @@ def throughput(
     teachers: dict[str, Any], sample: list[str], words: list[str], rounds: int
 ) -> dict[str, dict[str, float]]:
     """Best-of-rounds sentences/s of extraction and of bare teacher passes, backends taking turns."""
-    from staticsem.distillation.extract import extract, length_batches
+    from staticsem.distillation.stages.extract import extract, length_batches
 
     batches = [[sample[i] for i in b] for b in length_batches(sample, 64)]
     best: dict[str, dict[str, float]] = {name: {"extract": 0.0, "passes": 0.0} for name in teachers}
@@ -91,7 +91,7 @@ def throughput(
 
 def agreement(teachers: dict[str, Any], sample: list[str]) -> dict[str, dict[str, float]]:
     """Per-token state and sentence-embedding cosines of each backend against torch."""
-    from staticsem.distillation.extract import length_batches
+    from staticsem.distillation.stages.extract import length_batches
 
     cosines: dict[str, dict[str, list[np.ndarray]]] = {n: {"token": [], "sentence": []} for n in teachers}
     for chosen in length_batches(sample, 64):
@@ -174,7 +174,7 @@ def main() -> None:
     common.offline()
     args.corpus = [str(p) for p in sorted((args.data / "corpus").glob("*.txt.gz"))]
     args.work = args.work or args.models / ".swe-wiki-n10.work"
-    from staticsem.distillation.teacher import Teacher
+    from staticsem.distillation.teachers.teacher import Teacher
     from staticsem.eval.sts import STS
 
     chosen, words = chosen_sentences(args)

@@ -56,8 +56,8 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="save each run's model to SAVE/<run> (for staticsem eval)")
     args = parser.parse_args()
     from staticsem.distillation.checkpoint import ChunkStore
-    from staticsem.distillation.teacher import Teacher
-    from staticsem.distillation.x2static import X2StaticSettings, train_x2static
+    from staticsem.distillation.methods.x2static.run import X2StaticSettings, train_x2static
+    from staticsem.distillation.teachers.teacher import Teacher
     from staticsem.eval.wordsim import WordSimilarity
     from staticsem.io import load
     from staticsem.model import StaticModel

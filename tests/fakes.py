@@ -15,7 +15,7 @@ import torch
 from tokenizers import Tokenizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
-from staticsem.distillation.teacher import TeacherBatch
+from staticsem.distillation.teachers.teacher import TeacherBatch
 from staticsem.errors import InputError
 
 

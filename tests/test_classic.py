@@ -16,8 +16,8 @@ import pytest
 
 import staticsem
 from staticsem import StaticModel
-from staticsem.distillation import classic
-from staticsem.distillation.classic import distill_classic
+from staticsem.distillation.methods.classic import train as classic
+from staticsem.distillation.methods.classic.train import distill_classic
 from staticsem.errors import InputError
 
 WORDS = [
@@ -142,7 +142,7 @@ def test_same_seed_and_one_worker_give_the_same_vectors(corpus: Path) -> None:
 def test_vectors_do_not_depend_on_the_python_hash_seed(corpus: Path, tmp_path: Path) -> None:
     script = (
         "import sys, numpy as np\n"
-        "from staticsem.distillation.classic import distill_classic\n"
+        "from staticsem.distillation.methods.classic.train import distill_classic\n"
         "m = distill_classic([sys.argv[1]], algorithm='word2vec', dim=8, min_count=2, epochs=1, workers=1,"
         " show_progress=False)\n"
         "np.save(sys.argv[2], m.vectors)\n"
@@ -165,7 +165,7 @@ def test_stdin_corpus_is_kept_in_memory_for_the_epochs(corpus: Path, monkeypatch
 
 
 def test_progress_callback_reports_each_epoch(corpus: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level("INFO", logger="staticsem.distillation.classic"):
+    with caplog.at_level("INFO", logger="staticsem.distillation.methods.classic.train"):
         distill_classic([str(corpus)], algorithm="word2vec", **{**FAST, "show_progress": True})
     epochs = [r.getMessage() for r in caplog.records if "epoch" in r.getMessage()]
     assert len(epochs) == FAST["epochs"] and all("loss" in line for line in epochs)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from staticsem.distillation import embedded
-from staticsem.distillation.corpus import CorpusOptions, check_sources, iter_sentences
-from staticsem.distillation.sampling import build_vocabulary, count_words, select_sentences
+from staticsem.distillation.corpus import embedded
+from staticsem.distillation.corpus.reading import CorpusOptions, check_sources, iter_sentences
+from staticsem.distillation.corpus.sampling import build_vocabulary, count_words, select_sentences
 from staticsem.errors import InputError
 
 
@@ -145,8 +145,8 @@ def test_background_reader_gives_the_same_stream_and_errors(
 ) -> None:
     import subprocess
 
-    from staticsem.distillation import prefetch
-    from staticsem.distillation.prefetch import background_sentences
+    from staticsem.distillation.corpus import prefetch
+    from staticsem.distillation.corpus.prefetch import background_sentences
 
     children: list[subprocess.Popen[bytes]] = []
     real = subprocess.Popen

@@ -14,12 +14,12 @@ from typer.testing import CliRunner
 import staticsem
 from fakes import FakeTeacher, german, write_parallel
 from staticsem.cli import app
-from staticsem.distillation.corpus import CorpusOptions, iter_sentences, untag
-from staticsem.distillation.crosslingual import language_sources, merge_vocabularies
-from staticsem.distillation.kd import KDSettings, info_nce
-from staticsem.distillation.parallel import read_pairs
-from staticsem.distillation.pipeline import Pipeline, SWESettings
-from staticsem.distillation.teacher import trim_offsets
+from staticsem.distillation.corpus.parallel import read_pairs
+from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences, untag
+from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
+from staticsem.distillation.stages.crosslingual import language_sources, merge_vocabularies
+from staticsem.distillation.stages.kd import KDSettings, info_nce
+from staticsem.distillation.teachers.teacher import trim_offsets
 from staticsem.errors import InputError
 
 TRAINING = KDSettings(lr=1e-2, batch_size=32, eval_every=10, patience=5, max_steps=400, dev_size=100)
@@ -275,7 +275,7 @@ def test_cli_rejects_contrastive_options_for_other_methods(parallel_dir: Path) -
 
 @pytest.mark.slow
 def test_teacher_prompt_is_read_but_belongs_to_no_word() -> None:
-    from staticsem.distillation.teacher import Teacher
+    from staticsem.distillation.teachers.teacher import Teacher
 
     texts = ["A man plays the guitar.", "Zwei Hunde spielen im Schnee."]
     plain, prompted = Teacher(), Teacher(prompt="query: ")

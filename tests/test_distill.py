@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 import staticsem
 from staticsem.cli import app
-from staticsem.distillation.teacher import DEFAULT_TEACHER, Teacher, resolve_teacher
-from staticsem.distillation.token import distill_token, zipf_weights
-from staticsem.distillation.vocabulary import read_word_list
+from staticsem.distillation.corpus.vocabulary import read_word_list
+from staticsem.distillation.methods.token.run import distill_token, zipf_weights
+from staticsem.distillation.teachers.teacher import DEFAULT_TEACHER, Teacher, resolve_teacher
 from staticsem.errors import InputError
 
 WORDS = ["the", "cat", "dog", "tax", "law", "kitten", "puppy", "money", "court", "house", "tree", "bank"]

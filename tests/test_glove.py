@@ -14,10 +14,15 @@ from typer.testing import CliRunner
 from staticsem import load
 from staticsem.cli import app
 from staticsem.distillation import distill
-from staticsem.distillation import glove as glove_module
-from staticsem.distillation.corpus import CorpusOptions
-from staticsem.distillation.glove import GloveSettings, GloveTrainer, count_cooccurrences, distill_glove
-from staticsem.distillation.glove_kernel import kernels
+from staticsem.distillation.corpus.reading import CorpusOptions
+from staticsem.distillation.methods.glove import train as glove_module
+from staticsem.distillation.methods.glove.kernel import kernels
+from staticsem.distillation.methods.glove.train import (
+    GloveSettings,
+    GloveTrainer,
+    count_cooccurrences,
+    distill_glove,
+)
 from staticsem.errors import InputError
 
 VOCAB = ["a", "b", "c"]

@@ -20,9 +20,9 @@ from tokenizers import Tokenizer
 
 import staticsem
 from fakes import FakeTeacher, kill_inside_write, write_corpus
-from staticsem.distillation.pipeline import Pipeline
-from staticsem.distillation.token import distill_token
-from staticsem.distillation.x2static import X2StaticRun
+from staticsem.distillation.methods.swe.pipeline import Pipeline
+from staticsem.distillation.methods.token.run import distill_token
+from staticsem.distillation.methods.x2static.run import X2StaticRun
 from test_swe import settings
 from test_x2static import x2_settings
 

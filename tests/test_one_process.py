@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from staticsem.distillation import prefetch
-from staticsem.distillation.corpus import CorpusOptions, iter_sentences
+from staticsem.distillation.corpus import prefetch
+from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
 
 SRC = Path(__file__).parents[1] / "src"
 CXX = SRC / "staticsem" / "cxxruntime.py"
-LOAD_ORT = "from staticsem.distillation.onnx_teacher import _onnxruntime; _onnxruntime(); print('loaded')"
+LOAD_ORT = "from staticsem.distillation.teachers.onnx import _onnxruntime; _onnxruntime(); print('loaded')"
 REFUSE = (
     "from staticsem.errors import StaticsemError\n"
     "try:\n    " + LOAD_ORT + "\nexcept StaticsemError as e:\n    print('refused:', e)"
@@ -96,8 +96,8 @@ def test_the_detector_sees_the_collision_the_crash_needs() -> None:
 
 
 READ = (
-    "import staticsem.distillation.prefetch as p\n"
-    "from staticsem.distillation.corpus import CorpusOptions\n"
+    "import staticsem.distillation.corpus.prefetch as p\n"
+    "from staticsem.distillation.corpus.reading import CorpusOptions\n"
     "started = []\n"
     "real = p.subprocess.Popen\n"
     "p.subprocess.Popen = lambda *a, **k: started.append(1) or real(*a, **k)\n"

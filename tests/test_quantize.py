@@ -11,7 +11,7 @@ from safetensors import safe_open
 
 import staticsem
 from staticsem import StaticModel
-from staticsem.distillation.token import zipf_weights
+from staticsem.distillation.methods.token.run import zipf_weights
 from staticsem.errors import InputError
 from staticsem.quantize import MODEL_SCALE_MIN_COSINE, DType, Scale, dequantize, quantize, row_cosines
 

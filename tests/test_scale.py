@@ -24,10 +24,10 @@ from typer.testing import CliRunner
 import staticsem
 from fakes import FakeTeacher, fake_replica, missing_teacher, passes, slow_first_split, write_corpus
 from staticsem.cli import app
-from staticsem.distillation.kd import KDSettings
-from staticsem.distillation.pipeline import Pipeline, SWESettings
-from staticsem.distillation.sampling import count_words
-from staticsem.distillation.x2static import X2StaticRun, X2StaticSettings
+from staticsem.distillation.corpus.sampling import count_words
+from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
+from staticsem.distillation.methods.x2static.run import X2StaticRun, X2StaticSettings
+from staticsem.distillation.stages.kd import KDSettings
 from staticsem.errors import InputError
 from staticsem.scale import connect, require_ray
 from staticsem.scale.distill import RayScale

@@ -9,9 +9,9 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from staticsem import StaticModel, load
-from staticsem.distillation.extract import _occurrences
-from staticsem.distillation.pipeline import SWESettings
-from staticsem.distillation.sampling import count_words
+from staticsem.distillation.corpus.sampling import count_words
+from staticsem.distillation.methods.swe.pipeline import SWESettings
+from staticsem.distillation.stages.extract import _occurrences
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.text import SPLITTERS, SubwordSplitter, WordSplitter, make_splitter, register_splitter
 
@@ -106,7 +106,7 @@ def test_counting_and_extraction_see_pieces_as_words(pieces: Tokenizer) -> None:
 
 
 def test_length_limits_count_unspaced_characters(tmp_path: Path) -> None:
-    from staticsem.distillation.corpus import CorpusOptions, iter_sentences
+    from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
     from staticsem.text import word_count
 
     assert word_count("我喜欢猫, cats and dogs") == 4 + 3

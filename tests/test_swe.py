@@ -20,11 +20,11 @@ from tokenizers import Tokenizer
 
 import staticsem
 from fakes import FakeTeacher, write_corpus
-from staticsem.distillation.abtt import ABTT, ABTT_FILE, fit_abtt
 from staticsem.distillation.checkpoint import fingerprint
-from staticsem.distillation.extract import extract
-from staticsem.distillation.kd import Distillation, KDSettings, _Split, similarity_loss, train_table
-from staticsem.distillation.pipeline import Pipeline, SWESettings
+from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
+from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, fit_abtt
+from staticsem.distillation.stages.extract import extract
+from staticsem.distillation.stages.kd import Distillation, KDSettings, _Split, similarity_loss, train_table
 from staticsem.errors import InputError
 
 
@@ -154,8 +154,8 @@ def test_interrupted_extraction_resumes(corpus_dir: Path, subword_tokenizer: Tok
 
 
 def test_a_pass_keeps_each_sentence_s_plain_token_mean() -> None:
-    from staticsem.distillation.extract import accumulate, zero_sums
-    from staticsem.distillation.teacher import TeacherBatch
+    from staticsem.distillation.stages.extract import accumulate, zero_sums
+    from staticsem.distillation.teachers.teacher import TeacherBatch
 
     class Stub:
         hidden_size = 2
@@ -187,7 +187,7 @@ from conftest import PIECES
 from fakes import FakeTeacher, write_corpus
 from test_swe import settings
 from tokenizers import Tokenizer, models
-from staticsem.distillation.pipeline import Pipeline
+from staticsem.distillation.methods.swe.pipeline import Pipeline
 tok = Tokenizer(models.WordPiece({{p: i for i, p in enumerate(PIECES)}}, unk_token="[UNK]"))
 teacher = FakeTeacher(tok, sleep_after=4)
 Pipeline(settings(Path({corpus!r})), Path({out!r}), teacher=teacher, show_progress=False, save_every=0).run()

@@ -12,9 +12,9 @@ from typer.testing import CliRunner
 
 import staticsem
 from staticsem.cli import app
-from staticsem.distillation import onnx_teacher
-from staticsem.distillation.onnx_teacher import OnnxTransformer, weights_digest
-from staticsem.distillation.teacher import Teacher, TeacherBatch
+from staticsem.distillation.teachers import onnx as onnx_teacher
+from staticsem.distillation.teachers.onnx import OnnxTransformer, weights_digest
+from staticsem.distillation.teachers.teacher import Teacher, TeacherBatch
 from staticsem.errors import InputError, StaticsemError
 
 pytestmark = pytest.mark.slow
@@ -181,7 +181,7 @@ def test_int8_distillation_records_its_backend(tmp_path: Path) -> None:
 
 
 def test_backend_is_part_of_the_extraction_key(tmp_path: Path) -> None:
-    from staticsem.distillation.pipeline import Pipeline, SWESettings
+    from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 
     (tmp_path / "c.txt").write_text("a small corpus line here\n")
     keys = {

@@ -12,9 +12,8 @@ from tokenizers import Tokenizer
 
 import staticsem
 from fakes import FakeTeacher, word_vector, write_corpus
-from staticsem.distillation.contexts import group_contexts, groups
-from staticsem.distillation.pipeline import Pipeline, SWESettings
-from staticsem.distillation.x2static import (
+from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
+from staticsem.distillation.methods.x2static.run import (
     LazyAdam,
     Sampler,
     Trainer,
@@ -22,6 +21,7 @@ from staticsem.distillation.x2static import (
     X2StaticSettings,
     negative_sampling_loss,
 )
+from staticsem.distillation.stages.contexts import group_contexts, groups
 from staticsem.errors import InputError
 
 
@@ -222,7 +222,7 @@ def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -
     from typer.testing import CliRunner
 
     from staticsem.cli import app
-    from staticsem.distillation.teacher import Teacher
+    from staticsem.distillation.teachers.teacher import Teacher
 
     corpus = str(corpus_dir / "corpus.txt")
     common = ["--corpus", corpus, "--vocab-size", "40", "--min-count", "2", "--dtype", "float32"]

@@ -37,10 +37,10 @@ DimOpt = Annotated[int | None, typer.Option(help="Keep only the first DIM dimens
 
 
 def _command(
-    target: typer.Typer | None = None, **options: Any
+    target: typer.Typer | None = None, *, callback: bool = False, **options: Any
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """``target.command`` (default the main app) whose function reports ``StaticsemError`` as one line
-    and exit code 2."""
+    """``target.command`` (default the main app; ``target.callback`` with ``callback``) whose function
+    reports ``StaticsemError`` as one line and exit code 2."""
 
     def register(function: Callable[..., None]) -> Callable[..., None]:
         @functools.wraps(function)
@@ -54,7 +54,8 @@ def _command(
                 typer.echo("interrupted; rerun the same command to resume where it stopped", err=True)
                 raise typer.Exit(130) from None
 
-        return (target or app).command(**options)(guarded)
+        add = (target or app).callback if callback else (target or app).command
+        return add(**options)(guarded)
 
     return register
 
@@ -242,11 +243,25 @@ def _metadata_rows(metadata: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-# Distillation (staticsem.cli_distill; torch and the teacher load only when it runs).
-from staticsem.cli_distill import EPILOG as DISTILL_EPILOG  # noqa: E402
-from staticsem.cli_distill import distill as _distill  # noqa: E402
+# Distillation (staticsem.cli_distill; torch and the teacher load only when a method runs): one
+# sub-command per registered method, and the --method form on the group itself.
+from staticsem import cli_distill as _distill  # noqa: E402
+from staticsem.distillation.methods import methods as _methods  # noqa: E402
 
-_command(name="distill", epilog=DISTILL_EPILOG)(_distill)
+distill_app = typer.Typer(rich_markup_mode="markdown")
+app.add_typer(distill_app, name="distill")
+_command(
+    distill_app,
+    callback=True,
+    invoke_without_command=True,
+    epilog=_distill.epilog(),
+    help="Distil a static model from a Sentence Transformer (`staticsem distill METHOD`, or `--method`); "
+    "rerunning an interrupted command resumes it.",
+)(_distill.legacy_command())
+for _method in _methods():
+    _command(distill_app, name=_method.name, epilog=_distill.epilog(_method))(
+        _distill.method_command(_method)
+    )
 
 
 # Evaluation commands (staticsem.eval.cli; heavy imports happen only when they run).

@@ -358,8 +358,8 @@ class StaticModel:
         )
 
     def save(self, path: str | Path, **options: Any) -> Path:
-        """Save in staticsem's folder format (see ``staticsem.io.native.save`` for options)."""
-        from staticsem.io.native import save
+        """Save in staticsem's folder format (see ``staticsem.io.native_write.save`` for options)."""
+        from staticsem.io.native_write import save
 
         return save(self, Path(path), **options)
 

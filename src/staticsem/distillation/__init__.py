@@ -1,16 +1,18 @@
-"""Distillation of static models from Sentence Transformers (needs ``pip install 'staticsem[distill]'``)."""
+"""Distillation of static models from Sentence Transformers (running a method needs ``pip install
+'staticsem[distill]'``; the registry and the settings import without it).
+
+- ``methods/``: one package per method (settings dataclass, declaration, run), found by name in the registry;
+- ``stages/``: what SWE is made of (extraction, sentence PCA, distillation / contrastive training, merge);
+- ``corpus/``, ``teachers/``, ``checkpoint.py``: the machinery under them (corpus reading, sampling and
+  vocabularies; the teacher and its backends; resumable work), and ``steps.py``, the steps frame of the
+  corpus methods above it;
+- ``method.py``: the contract; ``api.py``: ``distill``.
+"""
 
 from __future__ import annotations
 
-from importlib.util import find_spec
+from staticsem.distillation.api import distill
+from staticsem.distillation.method import Method
+from staticsem.distillation.methods import get_method, methods, register_method
 
-_MISSING = [name for name in ("torch", "sentence_transformers", "sklearn") if find_spec(name) is None]
-if _MISSING:
-    raise ImportError(
-        f"staticsem.distillation needs {', '.join(_MISSING)}: install torch==2.13.0 (or your own build), "
-        "then `pip install 'staticsem[distill]'`"
-    )
-
-from staticsem.distillation.api import Method, distill  # noqa: E402
-
-__all__ = ["Method", "distill"]
+__all__ = ["Method", "distill", "get_method", "methods", "register_method"]

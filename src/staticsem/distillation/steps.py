@@ -6,27 +6,26 @@ from __future__ import annotations
 import functools
 import logging
 import resource
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from staticsem.distillation.checkpoint import Work, timed, work_folder
-from staticsem.distillation.corpus import CorpusOptions, fingerprint_sources
-from staticsem.distillation.prefetch import background_sentences
-from staticsem.distillation.sampling import count_words
-from staticsem.distillation.teacher import DEFAULT_TEACHER, Teacher
-from staticsem.distillation.vocabulary import vocabulary_key, vocabulary_step
+from staticsem.distillation.corpus.prefetch import background_sentences
+from staticsem.distillation.corpus.reading import CorpusOptions, fingerprint_sources
+from staticsem.distillation.corpus.sampling import count_words
+from staticsem.distillation.corpus.vocabulary import vocabulary_key, vocabulary_step
+from staticsem.distillation.method import record
+from staticsem.distillation.teachers.teacher import DEFAULT_TEACHER, Teacher
 from staticsem.errors import InputError
-from staticsem.text import SPLITTERS, WordSplitter, make_splitter
+from staticsem.text import WordSplitter, make_splitter
+
+if TYPE_CHECKING:
+    from staticsem.distillation.method import Frame
+    from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
-
-
-def check_splitter(name: str) -> None:
-    """Raise ``InputError`` unless ``name`` is a registered word splitter."""
-    if name not in SPLITTERS:
-        raise InputError(f"unknown word splitter {name!r}; choose from {', '.join(sorted(SPLITTERS))}")
 
 
 class CorpusSettings(Protocol):
@@ -140,6 +139,10 @@ class StepRun:
             count=self.scale.count_words if self.scale else count_words,
         )
 
+    def run(self, dtype: str = "float16") -> StaticModel:
+        """Run (or reuse) every step of the method, save the model to ``out`` and return it."""
+        raise NotImplementedError
+
     def run_steps(self, steps: Sequence[str], keys: Mapping[str, str]) -> None:
         """Run each step (method ``_STEP``) or reuse its finished record; records go to ``self.records``."""
         for step in steps:
@@ -162,10 +165,27 @@ class StepRun:
             "method": self.method,
             "teacher": self.settings.teacher or DEFAULT_TEACHER,
             "corpus": self.corpus_prints,
-            "settings": asdict(self.settings),
+            "settings": record(self.settings),
             "steps": steps,
             "teacher_passes": teacher_passes,
             **extra,
             "seconds": round(sum(r.get("seconds", 0.0) for r in self.records.values()), 1),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }
+
+
+def run_in_frame(make: Callable[..., StepRun], settings: Any, frame: Frame, **extra: Any) -> StaticModel:
+    """Run the steps of ``make(settings, ...)`` where ``frame`` says; drop the work folder unless kept."""
+    run = make(
+        settings,
+        frame.out,
+        trust_remote_code=frame.trust_remote_code,
+        show_progress=frame.show_progress,
+        work_dir=frame.work_dir,
+        scale=frame.scale,
+        **extra,
+    )
+    model: StaticModel = run.run(dtype=frame.dtype)
+    if not frame.keep_work:
+        shutil.rmtree(run.work.folder, ignore_errors=True)
+    return model

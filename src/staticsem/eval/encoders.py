@@ -65,7 +65,7 @@ class SentenceTransformerEncoder:
                 hf_logging.enable_progress_bar()
         self.model.eval()
         self.batch_size, self.show_progress = batch_size, show_progress
-        from staticsem.distillation.teacher import prompt_text
+        from staticsem.distillation.teachers.teacher import prompt_text
 
         # no prompt given: sentence-transformers applies the model's default prompt itself
         self.prompt = prompt_text(self.model, prompt) if prompt else None

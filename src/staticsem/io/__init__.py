@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from staticsem.errors import InputError, ModelFormatError, parse_choice
-from staticsem.io import common, hf, native, vectors
+from staticsem.io import common, hf, native, native_write, vectors
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
@@ -86,7 +86,7 @@ def export(
     if options and fmt is not Format.STATICSEM:
         raise InputError(f"options {sorted(options)} only apply to the staticsem format")
     if fmt is Format.STATICSEM:
-        return native.save(model, path, **options)
+        return native_write.save(model, path, **options)
     if fmt is Format.MODEL2VEC:
         return hf.write_model2vec(model, path)
     if fmt is Format.SENTENCE_TRANSFORMERS:

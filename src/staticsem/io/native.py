@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from staticsem.errors import ModelFormatError
-from staticsem.io.atomic import atomic_folder, write_tensors
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
+from staticsem.io.native_write import FORMAT
 from staticsem.model import StaticModel
 from staticsem.ngrams import NgramTable
-from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
 from staticsem.tokens import TokenRules
-from staticsem.version import __version__
-
-FORMAT = "staticsem"
-FORMAT_VERSION = 1
 
 
 def is_native(path: Path) -> bool:
-    """True when ``path`` is a folder written by ``save``."""
+    """True when ``path`` is a folder written by ``save`` (``native_write``)."""
     config = path / "config.json"
     if not (path.is_dir() and config.is_file()):
         return False
@@ -37,55 +31,6 @@ def is_native(path: Path) -> bool:
         return json.loads(config.read_text(encoding="utf-8")).get("format") == FORMAT
     except (ValueError, UnicodeDecodeError, AttributeError):
         return False
-
-
-def save(
-    model: StaticModel,
-    path: Path,
-    *,
-    dtype: DType | str = DType.FLOAT16,
-    scale: Scale | str = Scale.ROW,
-) -> Path:
-    """Write ``model`` atomically to folder ``path`` with the matrix stored as ``dtype``."""
-    dtype, scale = parse_dtype(dtype), parse_scale(scale)
-    stored: np.ndarray
-    scales: np.ndarray | None
-    if dtype is DType.INT8 and model.scales is not None and scale is Scale.ROW:
-        stored, scales = model.vectors, model.scales
-    else:
-        stored, scales = quantize(dequantize(model.vectors, model.scales), dtype, scale)
-    tensors = {"embeddings": stored}
-    if scales is not None:
-        tensors["scales"] = scales
-    if model.ngrams is not None:
-        table_dtype = DType.FLOAT32 if dtype is DType.FLOAT32 else DType.FLOAT16
-        tensors["ngrams"] = quantize(model.ngrams.vectors, table_dtype)[0]
-    config: dict[str, Any] = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "staticsem_version": __version__,
-        "vocab_size": len(model),
-        "dim": model.dim,
-        "dtype": dtype.value,
-        "normalize": model.normalize,
-        "has_tokenizer": model.tokenizer is not None,
-        "metadata": model.metadata,
-    }
-    if dtype is DType.INT8:
-        config["int8_scale"] = scale.value
-    if model.ngrams is not None:
-        config["subwords"] = model.ngrams.config()
-    if model.splitter.name != "words":
-        config["word_splitter"] = model.splitter.name
-    if model.tokens is not None:
-        config["token_encoding"] = model.tokens.config()
-    with atomic_folder(path) as tmp:
-        write_tensors(tmp / "model.safetensors", tensors)
-        (tmp / "vocab.json").write_text(json.dumps(model.vocab, ensure_ascii=False), encoding="utf-8")
-        if model.tokenizer is not None:
-            model.tokenizer.save(str(tmp / "tokenizer.json"))
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
-    return path
 
 
 def load(path: Path) -> StaticModel:

@@ -26,8 +26,9 @@ import torch
 from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore
-from staticsem.distillation.contexts import chunk_arrays, pending_chunks
-from staticsem.distillation.extract import (
+from staticsem.distillation.corpus.sampling import Split, count_words
+from staticsem.distillation.stages.contexts import chunk_arrays, pending_chunks
+from staticsem.distillation.stages.extract import (
     PER_SENTENCE,
     Extraction,
     SentenceRows,
@@ -37,8 +38,7 @@ from staticsem.distillation.extract import (
     save_partial,
     zero_sums,
 )
-from staticsem.distillation.sampling import Split, count_words
-from staticsem.distillation.teacher import Teacher
+from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.errors import InputError, StaticsemError
 from staticsem.scale.cluster import Placement, connect, require_ray
 from staticsem.text import WordSplitter

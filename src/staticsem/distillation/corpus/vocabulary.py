@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from staticsem.distillation.checkpoint import fingerprint
-from staticsem.distillation.corpus import CorpusOptions
-from staticsem.distillation.sampling import Split, build_vocabulary, count_words
+from staticsem.distillation.corpus.reading import CorpusOptions
+from staticsem.distillation.corpus.sampling import Split, build_vocabulary, count_words
 from staticsem.errors import InputError
 from staticsem.text import split_words
 

@@ -25,12 +25,11 @@ import torch
 
 from staticsem.cxxruntime import check_facets
 from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.teachers.backends import check_backend
 from staticsem.errors import InputError, StaticsemError
 from staticsem.io.atomic import atomic_file
 
 logger = logging.getLogger(__name__)
-BACKENDS = ("torch", "onnx", "onnx-int8")
-DEFAULT_BACKEND = "onnx-int8"  # fastest; SWE STS mean +0.04 vs torch (benchmarks/teacher_backends.py)
 OPSET = 17
 MIN_COSINE = 0.9999  # per token, fp32 export vs torch
 PROBE = [
@@ -39,18 +38,6 @@ PROBE = [
     "The quick brown fox jumps over the lazy dog while the farmer, unaware, sleeps in the barn.",
 ]
 FUSED_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert"}
-
-
-def check_backend(name: str) -> str:
-    """Return ``name`` if it is a teacher backend, else raise ``InputError``."""
-    if name not in BACKENDS:
-        raise InputError(f"unknown teacher backend {name!r}; choose one of {', '.join(BACKENDS)}")
-    return name
-
-
-def backend_key(backend: str) -> dict[str, str]:
-    """What a step's key gains from the teacher backend: nothing for torch (older keys stay valid)."""
-    return {} if backend == "torch" else {"backend": backend}
 
 
 def _onnxruntime() -> Any:

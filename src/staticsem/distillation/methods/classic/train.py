@@ -19,14 +19,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import asdict
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
-from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources, iter_sentences
-from staticsem.distillation.sampling import sentence_words
+from staticsem.distillation.corpus.reading import CorpusOptions, check_sources, fingerprint_sources
+from staticsem.distillation.corpus.streams import Sentences, sentence_source
+from staticsem.distillation.method import Frame, record
+from staticsem.distillation.methods.classic.settings import FastTextSettings, Word2VecSettings
 from staticsem.errors import InputError, parse_choice
 from staticsem.model import StaticModel
 from staticsem.ngrams import NgramTable
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
     from gensim.models.callbacks import CallbackAny2Vec
 
 logger = logging.getLogger(__name__)
-_TICK = 1024  # sentences between progress-bar updates
 
 
 class Algorithm(str, Enum):
@@ -51,35 +53,6 @@ def stable_hash(text: str) -> int:
     return int.from_bytes(
         hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little"
     )
-
-
-class Sentences:
-    """Restartable iterable of word lists, as gensim wants it; ``progress`` counts the sentences read."""
-
-    def __init__(self, read: Callable[[], Iterator[str]], lowercase: bool) -> None:
-        self.read = read
-        self.lowercase = lowercase
-        self.progress: tqdm[Any] | None = None
-
-    def __iter__(self) -> Iterator[list[str]]:
-        unreported = 0
-        for sentence in self.read():
-            yield sentence_words(sentence, self.lowercase)
-            unreported += 1
-            if unreported == _TICK and self.progress is not None:
-                self.progress.update(unreported)
-                unreported = 0
-        if self.progress is not None:
-            self.progress.update(unreported)
-
-
-def _sentence_source(corpus: Sequence[str], options: CorpusOptions) -> Callable[[], Iterator[str]]:
-    """A function restarting the sentence stream; a corpus with stdin is read once into memory."""
-    if "-" not in corpus:
-        return lambda: iter_sentences(corpus, options)
-    kept = list(iter_sentences(corpus, options))
-    logger.info("stdin can be read only once: keeping the corpus's %d sentences in memory", len(kept))
-    return lambda: iter(kept)
 
 
 def _check_settings(settings: dict[str, Any]) -> None:
@@ -190,7 +163,7 @@ def distill_classic(
     started = time.perf_counter()
     options = options or CorpusOptions()
     check_sources(corpus)
-    sentences = Sentences(_sentence_source(corpus, options), lowercase)
+    sentences = Sentences(sentence_source(corpus, options), lowercase)
     if next(iter(sentences.read()), None) is None:
         raise InputError("the corpus holds no usable sentence (empty, or no line within the word limits)")
     model = _train(sentences, settings, fasttext, show_progress)
@@ -258,4 +231,27 @@ def _train(sentences: Sentences, settings: dict[str, Any], fasttext: bool, show_
         )
     sentences.progress = None
     logger.info("%s: %d words, %d sentences", name, len(model.wv), model.corpus_count)
+    return model
+
+
+def run_word2vec(settings: Word2VecSettings, frame: Frame) -> StaticModel:
+    """The word2vec method's run."""
+    return _run_gensim(settings, frame, Algorithm.WORD2VEC)
+
+
+def run_fasttext(settings: FastTextSettings, frame: Frame) -> StaticModel:
+    """The fasttext method's run."""
+    return _run_gensim(settings, frame, Algorithm.FASTTEXT)
+
+
+def _run_gensim(settings: Word2VecSettings, frame: Frame, algorithm: Algorithm) -> StaticModel:
+    options = asdict(settings)
+    corpus = options.pop("corpus")
+    reading = CorpusOptions(max_words=options.pop("max_words"), max_sentences=options.pop("max_sentences"))
+    model = distill_classic(
+        corpus, algorithm=algorithm.value, options=reading, show_progress=frame.show_progress, **options
+    )
+    model.metadata["settings"] = record(settings, **model.metadata["settings"])
+    if frame.out is not None:
+        model.save(frame.out, dtype=frame.dtype)
     return model

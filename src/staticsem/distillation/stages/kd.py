@@ -15,48 +15,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.errors import InputError
 from staticsem.model import StaticModel
 from staticsem.text import UNKNOWN
 
 logger = logging.getLogger(__name__)
 POOL_STEPS = 20  # steps that draw neighbour groups from one pool
-
-
-@dataclass(frozen=True)
-class KDSettings:
-    """Training settings (METHOD.md §1, stage 3a)."""
-
-    tau: float = 0.05
-    lr: float = 1e-3
-    batch_size: int = 128
-    clip: float = 5.0
-    eval_every: int = 40
-    patience: int = 5
-    max_steps: int = 30_000
-    dev_size: int = 10_000
-    seed: int = 0
-    lazy: bool = True  # sparse gradients + lazy Adam: only the batch's rows move (≈ 10× faster at 50k words)
-    # Subtract the mean teacher embedding before the cosines: teachers whose sentences all share one
-    # direction (e5: cosine 0.76 ± 0.03 between random sentences) otherwise give near-uniform targets,
-    # and the student collapses (e5 STS-B 54.8 uncentred, 73.0 centred; MiniLM 70.2 either way)
-    center_targets: bool = True
-    # Neighbour groups: this share of every batch is made of ``group_size``-sentence groups, a random seed
-    # and its nearest teacher neighbours among ``group_pool`` random training sentences (hard negatives:
-    # the fine distinctions STS pairs test); 0 keeps plain random batches
-    group_share: float = 0.0
-    group_size: int = 8
-    group_pool: int = 16_384
-    # Weight averaging: at every evaluation the kept and scored table is an exponential moving average
-    # (this decay per evaluation) of the trained one, not the trained one itself; 0 scores the latter
-    average: float = 0.0
 
 
 class Bags:

@@ -24,10 +24,11 @@ from __future__ import annotations
 import logging
 import os
 import resource
+import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import Work, fingerprint
-from staticsem.distillation.classic import Sentences, _sentence_source
-from staticsem.distillation.corpus import CorpusOptions, check_sources, fingerprint_sources
+from staticsem.distillation.corpus.reading import CorpusOptions, check_sources, fingerprint_sources
+from staticsem.distillation.corpus.streams import Sentences, sentence_source
+from staticsem.distillation.method import Frame, record
+from staticsem.distillation.methods.glove.settings import READING, GloveSettings
 from staticsem.errors import InputError
 from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
@@ -47,36 +50,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 TRAINER = "2"  # 2: the reference's update record by record (1 was mini-batch AdaGrad at rate η)
 _CHUNK_TOKENS = 1 << 18  # in-vocabulary tokens per co-occurrence chunk (× 2 × window entries)
-
-
-@dataclass(frozen=True)
-class GloveSettings:
-    """GloVe's settings (the paper's defaults where it gives them)."""
-
-    dim: int = 256
-    window: int = 10
-    min_count: int = 5
-    vocab_size: int | None = 50_000
-    epochs: int = 15
-    x_max: float = 100.0
-    alpha: float = 0.75
-    lr: float = 0.05
-    threads: int | None = None  # training threads (Hogwild, as the reference) [all cores]; 1 is deterministic
-    seed: int = 0
-    lowercase: bool = True
-    max_pairs: int = 50_000_000  # non-zeros held in memory while counting before a part goes to disk
-
-    def check(self) -> None:
-        positive = ("dim", "window", "min_count", "epochs", "max_pairs", "x_max", "lr")
-        bad = next((k for k in positive if getattr(self, k) <= 0), None)
-        if bad is not None:
-            raise InputError(f"{bad} must be positive, got {getattr(self, bad)}")
-        if self.threads is not None and self.threads < 1:
-            raise InputError(f"threads must be positive, got {self.threads}")
-        if self.vocab_size is not None and self.vocab_size < 1:
-            raise InputError(f"vocab_size must be positive, got {self.vocab_size}")
-        if not 0 < self.alpha <= 1:
-            raise InputError(f"alpha must be in (0, 1], got {self.alpha}")
 
 
 # ---------------------------------------------------------------------- steps 1 and 2: counting
@@ -182,7 +155,7 @@ class GloveTrainer:
         of J's terms f(X)·diff² met on the way."""
         from concurrent.futures import ThreadPoolExecutor
 
-        from staticsem.distillation.glove_kernel import kernels
+        from staticsem.distillation.methods.glove.kernel import kernels
 
         s = self.settings
         train, shuffle = kernels()
@@ -229,11 +202,11 @@ def distill_glove(
     import tempfile
 
     settings = settings or GloveSettings()
-    settings.check()
+    settings.validate()
     options = options or CorpusOptions()
     check_sources(corpus)
     started = time.perf_counter()
-    sentences = Sentences(_sentence_source(corpus, options), settings.lowercase)
+    sentences = Sentences(sentence_source(corpus, options), settings.lowercase)
     source = {
         "corpus": fingerprint_sources(corpus),
         "options": options.key(),
@@ -247,7 +220,7 @@ def distill_glove(
     metadata = {
         "method": "glove",
         "trainer": f"staticsem {TRAINER} (numba, the reference's AdaGrad, {trainer.threads_used} threads)",
-        "settings": {**asdict(settings), "corpus_options": options.key()},
+        "settings": record(settings, corpus=tuple(corpus), corpus_options=options.key()),
         "corpus": source["corpus"],
         "vocabulary": len(vocabulary),
         "cooccurrences": int(matrix.nnz),
@@ -314,13 +287,13 @@ def _train_step(
 ) -> GloveTrainer:
     from safetensors.numpy import load_file
 
-    from staticsem.distillation.glove_kernel import kernels
+    from staticsem.distillation.methods.glove.kernel import kernels
 
     coo = matrix.tocoo()
     rows, cols = coo.row.astype(np.int32), coo.col.astype(np.int32)
     counts = coo.data.astype(np.float32)
     del coo
-    training = {k: v for k, v in asdict(s).items() if k not in ("max_pairs", "threads")}
+    training = {k: v for k, v in asdict(s).items() if k not in ("max_pairs", "threads", *READING)}
     key = fingerprint({**training, "trainer": TRAINER}, [str(matrix.nnz), f"{float(matrix.sum()):.6e}"])
     trainer = GloveTrainer(size, s)
     state_path = work.folder / "glove-training.safetensors"
@@ -343,3 +316,21 @@ def _train_step(
         if after_epoch is not None:
             after_epoch(epoch + 1, cost)
     return trainer
+
+
+def run_glove(settings: GloveSettings, frame: Frame) -> StaticModel:
+    """The glove method's run: its steps kept in the work folder (when there is an ``out``)."""
+    reading = CorpusOptions(max_words=settings.max_words, max_sentences=settings.max_sentences)
+    work_dir = frame.work_folder()
+    model = distill_glove(
+        settings.corpus,
+        settings=settings,
+        options=reading,
+        work_dir=work_dir,
+        show_progress=frame.show_progress,
+    )
+    if frame.out is not None:
+        model.save(frame.out, dtype=frame.dtype)
+        if work_dir is not None and not frame.keep_work:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return model

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,59 +25,16 @@ from safetensors.numpy import load_file
 from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore, fingerprint
-from staticsem.distillation.contexts import CONTEXTS, extract_contexts, groups
-from staticsem.distillation.corpus import check_sources
-from staticsem.distillation.onnx_teacher import DEFAULT_BACKEND, backend_key, check_backend
-from staticsem.distillation.steps import StepRun, check_splitter
-from staticsem.errors import InputError
+from staticsem.distillation.method import Frame
+from staticsem.distillation.methods.x2static.settings import X2StaticSettings
+from staticsem.distillation.stages.contexts import extract_contexts, groups
+from staticsem.distillation.steps import StepRun, run_in_frame
+from staticsem.distillation.teachers.backends import backend_key
 from staticsem.io import load
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class X2StaticSettings:
-    """Everything that decides an X2Static model (recorded in its config.json)."""
-
-    corpus: tuple[str, ...]
-    teacher: str | None = None
-    context: str = "sentence"  # or "paragraph"
-    paragraph_words: int = 150
-    vocab_size: int = 50_000
-    min_count: int = 10
-    vocabulary: str | None = None
-    negatives: int = 10
-    subsample: float = 5e-6
-    lr: float = 1e-3
-    batch_size: int = 128
-    epochs: int = 1
-    teacher_batch: int = 64
-    chunk_sentences: int = 4096
-    min_words: int = 3
-    max_words: int = 64
-    max_corpus_sentences: int | None = None
-    seed: int = 0
-    prompt: str | None = None  # teacher prompt name or text put before every text [its default]
-    splitter: str = "words"  # word splitting: words, or subword (unspaced scripts: the teacher's pieces)
-    teacher_backend: str = DEFAULT_BACKEND  # torch, onnx or onnx-int8 (what runs the teacher's transformer)
-
-    def validate(self) -> None:
-        """Raise ``InputError`` for settings that cannot work."""
-        if self.context not in CONTEXTS:
-            raise InputError(f"context must be one of {', '.join(CONTEXTS)}, got {self.context!r}")
-        positive = ("paragraph_words", "vocab_size", "min_count", "negatives", "batch_size", "epochs")
-        for name in (*positive, "teacher_batch", "chunk_sentences"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        if not (self.subsample > 0 and self.lr > 0):
-            raise InputError("subsample and lr must be positive")
-        if not 1 <= self.min_words <= self.max_words:
-            raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
-        check_splitter(self.splitter)
-        check_backend(self.teacher_backend)
-        check_sources(self.corpus)
 
 
 class Sampler:
@@ -330,3 +287,8 @@ class X2StaticRun(StepRun):
 
     def _metadata(self) -> dict[str, Any]:
         return self.metadata(self.records["contexts"]["teacher_passes"])
+
+
+def run_x2static(settings: X2StaticSettings, frame: Frame) -> StaticModel:
+    """The x2static method's run: the steps above in the shared frame."""
+    return run_in_frame(X2StaticRun, settings, frame)

@@ -3,7 +3,7 @@
 Lines are split into sentences with blingfire; sentences outside ``min_words..max_words`` are skipped
 (the teacher must read a sentence whole; a character of Chinese, Japanese, Thai... counts as a word).
 Nothing is loaded whole: a gigantic line is read in 1 MiB pieces. ``embedded`` names the Debian
-dictionary corpus of ``staticsem.distillation.embedded``.
+dictionary corpus of ``staticsem.distillation.corpus.embedded``.
 A source may carry a language tag (``de=news.txt``) for cross-lingual runs; an untagged corpus can be
 split by language with py3langid (``CorpusOptions.language`` among ``languages``).
 """
@@ -129,7 +129,7 @@ def iter_texts(source: str, text_field: str = "text") -> Iterator[str]:
     """Texts of one corpus source: lines, or the ``text_field`` of each JSON line of a ``.jsonl``."""
     source = untag(source)[1]
     if source == EMBEDDED:
-        from staticsem.distillation.embedded import embedded_texts
+        from staticsem.distillation.corpus.embedded import embedded_texts
 
         yield from embedded_texts()
         return
@@ -185,7 +185,7 @@ def fingerprint_sources(sources: Sequence[str]) -> list[dict[str, object]]:
             prints.append({"language": language, **fingerprint_sources([source])[0]})
             continue
         if source == EMBEDDED:
-            from staticsem.distillation.embedded import embedded_fingerprint
+            from staticsem.distillation.corpus.embedded import embedded_fingerprint
 
             prints.append(embedded_fingerprint())
             continue

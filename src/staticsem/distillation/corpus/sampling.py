@@ -20,12 +20,18 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from staticsem.errors import InputError
-from staticsem.text import word_pattern
+from staticsem.text import SPLITTERS, word_pattern
 
 logger = logging.getLogger(__name__)
 
 
 Split = Callable[[str], list[str]]
+
+
+def check_splitter(name: str) -> None:
+    """Raise ``InputError`` unless ``name`` is a registered word splitter."""
+    if name not in SPLITTERS:
+        raise InputError(f"unknown word splitter {name!r}; choose from {', '.join(sorted(SPLITTERS))}")
 
 
 def sentence_words(sentence: str, lowercase: bool, split: Split | None = None) -> list[str]:

@@ -112,7 +112,7 @@ class Teacher:
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
-        from staticsem.distillation.onnx_teacher import OnnxTransformer, check_backend
+        from staticsem.distillation.teachers.onnx import OnnxTransformer, check_backend
 
         self.backend = check_backend(backend)
         if backend != "torch" and device != "cpu":

@@ -17,12 +17,10 @@ import torch
 from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore
-from staticsem.distillation.extract import length_batches
-from staticsem.distillation.sampling import Split, sentence_words
-from staticsem.distillation.teacher import Teacher
+from staticsem.distillation.corpus.sampling import Split, sentence_words
+from staticsem.distillation.stages.extract import length_batches
+from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.text import split_words
-
-CONTEXTS = ("sentence", "paragraph")
 
 
 def groups(sentences: Iterable[str], context: str, paragraph_words: int) -> Iterator[list[str]]:

@@ -8,15 +8,20 @@ words fall back to their longest known prefix through the teacher's subword toke
 from __future__ import annotations
 
 import logging
+import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 from sklearn.decomposition import PCA
 from tqdm.auto import tqdm
 
-from staticsem.distillation.checkpoint import ChunkStore, fingerprint
-from staticsem.distillation.onnx_teacher import backend_key
-from staticsem.distillation.teacher import Teacher
+from staticsem.distillation.checkpoint import ChunkStore, fingerprint, work_folder
+from staticsem.distillation.corpus.vocabulary import read_word_list
+from staticsem.distillation.method import Frame, record
+from staticsem.distillation.methods.token.settings import TokenSettings
+from staticsem.distillation.teachers.backends import backend_key
+from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
@@ -80,3 +85,36 @@ def distill_token(
         },
     }
     return StaticModel(words, vectors, tokenizer=teacher.subword_tokenizer, metadata=metadata)
+
+
+def run_token(settings: TokenSettings, frame: Frame) -> StaticModel:
+    """The token method's run: the teacher's whole-word tokens (or a word list) through ``distill_token``."""
+    started, s = time.perf_counter(), settings
+    words = read_word_list(Path(s.vocabulary), s.vocab_size) if s.vocabulary is not None else None
+    work_dir = None if frame.out is None else work_folder(frame.out)  # removed once the model is saved
+    teacher = Teacher(
+        s.teacher,
+        trust_remote_code=frame.trust_remote_code,
+        backend=s.teacher_backend,
+        cache=None if work_dir is None else work_dir / "onnx",
+    )
+    if words is None:
+        words = teacher.vocabulary_tokens()[: s.vocab_size]
+    model = distill_token(
+        teacher,
+        words,
+        dim=s.dim,
+        sif=s.sif or None,
+        batch_size=s.batch_size,
+        work_dir=work_dir,
+        seed=s.seed,
+        show_progress=frame.show_progress,
+    )
+    derived = {**model.metadata["settings"], "vocabulary": s.vocabulary or "teacher tokens"}
+    model.metadata["settings"] = record(s, **derived)
+    model.metadata["seconds"] = round(time.perf_counter() - started, 1)
+    if frame.out is not None:
+        model.save(frame.out, dtype=frame.dtype)
+        if work_dir is not None:
+            shutil.rmtree(work_dir, ignore_errors=True)
+    return model

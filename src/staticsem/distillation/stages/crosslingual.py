@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load_file
 
-from staticsem.distillation.corpus import untag
+from staticsem.distillation.corpus.reading import untag
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import save_tensors

@@ -19,7 +19,7 @@ import torch
 from safetensors.numpy import load_file
 from tqdm.auto import tqdm
 
-from staticsem.distillation.teacher import Teacher
+from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.io.atomic import save_tensors
 from staticsem.text import WordSplitter, containing_span
 

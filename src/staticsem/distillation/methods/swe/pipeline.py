@@ -15,28 +15,29 @@ import functools
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from safetensors.numpy import load_file
 
-from staticsem.distillation.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
-from staticsem.distillation.corpus import (
+from staticsem.distillation.corpus.parallel import read_pairs
+from staticsem.distillation.corpus.reading import (
     CorpusOptions,
     fingerprint_sources,
     iter_sentences,
 )
-from staticsem.distillation.crosslingual import language_sources, merge_runs
-from staticsem.distillation.extract import extract
-from staticsem.distillation.kd import Contrastive, Distillation, Objective, train_table
-from staticsem.distillation.onnx_teacher import backend_key
-from staticsem.distillation.parallel import read_pairs
-from staticsem.distillation.sampling import missing_words, select_sentences
-from staticsem.distillation.steps import StepRun
-from staticsem.distillation.swe_settings import SWESettings
+from staticsem.distillation.corpus.sampling import missing_words, select_sentences
+from staticsem.distillation.method import Frame
+from staticsem.distillation.methods.swe.settings import ASESettings, SWESettings
+from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
+from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
+from staticsem.distillation.stages.extract import extract
+from staticsem.distillation.stages.kd import Contrastive, Distillation, Objective, train_table
+from staticsem.distillation.steps import StepRun, run_in_frame
+from staticsem.distillation.teachers.backends import backend_key
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file, save_tensors
@@ -67,11 +68,12 @@ class Pipeline(StepRun):
         out: Path,
         *,
         method: str = "swe",
-        keep_analysis: bool = False,
+        keep_analysis: bool | None = None,
         **options: Any,
     ) -> None:
         super().__init__(settings, out, **options)
-        self.method, self.keep_analysis = method, keep_analysis
+        self.method = method
+        self.keep_analysis = settings.keep_analysis if keep_analysis is None else keep_analysis
         self.subruns = {  # one stage-1 run per language (cross-lingual models), each in its own folder
             language: Pipeline(
                 replace(
@@ -334,3 +336,14 @@ class Pipeline(StepRun):
         if self.keep_analysis:
             with atomic_file(self.out / ANALYSIS_FILE) as tmp:
                 shutil.copyfile(self.work.folder / ANALYSIS_FILE, tmp)
+
+
+def run_swe(settings: SWESettings, frame: Frame) -> StaticModel:
+    """The swe method's run: every step above in the shared frame."""
+    return run_in_frame(Pipeline, settings, frame, method="swe")
+
+
+def run_ase(settings: ASESettings, frame: Frame) -> StaticModel:
+    """The ase method's run: SWE's stage 1 alone (the model records SWE's settings, as it always has)."""
+    stage1 = SWESettings(**{f.name: getattr(settings, f.name) for f in fields(settings)}, stages=("extract",))
+    return run_in_frame(Pipeline, stage1, frame, method="ase")

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from typing import IO, Any
 
-from staticsem.distillation.corpus import CorpusOptions, iter_sentences
+from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
 from staticsem.errors import InputError, StaticsemError
 
 logger = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ DEPTH = 16  # chunks the reader may run ahead
 READY = b'"ready"\n'
 _BOOT = (
     "import json, sys; request = json.loads(sys.stdin.readline()); sys.path[:] = request['path']; "
-    "from staticsem.distillation.prefetch import serve; serve(request)"
+    "from staticsem.distillation.corpus.prefetch import serve; serve(request)"
 )
 
 

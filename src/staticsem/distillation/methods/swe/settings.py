@@ -1,0 +1,156 @@
+"""The settings of SWE and of its stage 1 alone (ASE), recorded in a model's config.json, and their checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
+from staticsem.distillation.corpus.sampling import check_splitter
+from staticsem.distillation.method import setting
+from staticsem.distillation.stages.crosslingual import language_sources
+from staticsem.distillation.stages.kd_settings import KDSettings
+from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_backend
+from staticsem.errors import InputError
+
+STAGES = ("extract", "pca", "kd")
+OBJECTIVES = ("kd", "contrastive", "both")
+
+
+@dataclass(frozen=True)
+class ASESettings:
+    """Everything that decides stage 1, contextual extraction (the whole of an ASE model)."""
+
+    corpus: tuple[str, ...] = setting(
+        (EMBEDDED,),
+        "Text file (.txt, .gz, .jsonl; - for stdin; repeatable) or 'embedded'; LANG=FILE tags a language "
+        "(several languages make a cross-lingual model).",
+    )
+    teacher: str | None = setting(
+        None, "Sentence Transformer folder or hub name [default: packaged all-MiniLM-L6-v2]."
+    )
+    vocab_size: int = setting(50_000, "Words to keep.")
+    min_count: int = setting(3, "Minimum corpus count of a vocabulary word.")
+    vocabulary: str | None = setting(
+        None, "Word list (most frequent first) instead of the corpus's top words."
+    )
+    sentences_per_word: int = setting(10, "Occurrences each word should get.")
+    select_threshold: float = setting(
+        1.0, "A sentence is chosen when the shares of its under-filled words add up to this."
+    )
+    min_words: int = setting(3, "Skip shorter sentences.")
+    max_words: int = setting(64, "Skip longer sentences (the teacher reads them whole).")
+    max_corpus_sentences: int | None = setting(
+        None, "Read at most this many corpus sentences.", option="max-sentences"
+    )
+    # sentences per teacher pass: 32 ran 5-15 % faster than 64 with onnx-int8 in paired 3,000-sentence
+    # rounds (less padding, smaller activations to quantise), ~1 % on the whole full-recipe extraction
+    batch_size: int = setting(32, "Sentences per teacher pass.")
+    layer: int | None = setting(None, "Teacher layer for stage 1 (0 = embeddings) [last].")
+    languages: tuple[str, ...] = setting(
+        (), "Split an untagged corpus into these languages (e.g. en,de; py3langid).", comma=True
+    )
+    language: str | None = setting(None, "Set on a per-language run of an untagged corpus.", hidden=True)
+    prompt: str | None = setting(
+        None, "Teacher prompt name (e.g. query) or text put before each sentence [the teacher's default]."
+    )
+    splitter: str = setting(
+        "words",
+        "Word splitting: words (spaces and punctuation) or subword (Chinese, Japanese, Thai... runs become "
+        "the teacher's subword pieces).",
+    )
+    teacher_backend: str = setting(
+        DEFAULT_BACKEND,
+        "What runs the teacher: torch, onnx (ONNX Runtime, same states) or onnx-int8 (int8 weights, "
+        "fastest).",
+    )
+    seed: int = setting(0, "Random seed (same seed and inputs, same model).")
+
+    def validate(self) -> None:
+        """Raise ``InputError`` for settings that cannot work."""
+        for name in ("vocab_size", "min_count", "sentences_per_word", "batch_size"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if not 1 <= self.min_words <= self.max_words:
+            raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
+        check_splitter(self.splitter)
+        check_backend(self.teacher_backend)
+        check_sources(self.corpus)
+        language_sources(self)
+
+
+@dataclass(frozen=True)
+class SWESettings(ASESettings):
+    """Everything that decides an SWE model (recorded in its config.json): stage 1, then PCA and training."""
+
+    pca_sentences: int = setting(100_000, "Sentences for the sentence-level PCA.")
+    remove_top: int | None = setting(None, "Top principal components to remove [teacher dims / 100].")
+    dim: int = setting(256, "Dimensions of the model.")
+    kd: KDSettings = setting(factory=KDSettings, help="Stage-3 training.", prefix="kd")
+    objective: str = setting("kd", "Stage-3 training: kd, contrastive (needs --parallel) or both.")
+    parallel: tuple[str, ...] = setting(
+        (), "Sentence pairs (left<TAB>right per line; repeatable) for contrastive training."
+    )
+    # text read for the distillation targets only: its sentences' teacher embeddings join the chosen
+    # sentences' in stage 3a (no word states; e.g. unlabelled text of the domain the model will serve)
+    kd_corpus: tuple[str, ...] = setting(
+        (),
+        "Text file (repeatable) whose sentences are distillation targets only: one teacher pass each for "
+        "its sentence embedding, no word states (e.g. unlabelled text of your domain).",
+    )
+    # words of the KD-only text seen this many times or more and missing from the vocabulary get stage-1
+    # vectors from its teacher passes (projected by the PCA step's fit) and join the table KD trains [0: off]
+    kd_corpus_words: int = setting(
+        0,
+        "Words of --kd-corpus seen this many times or more and missing from the vocabulary get vectors "
+        "from its teacher passes and are distilled too [0: off].",
+    )
+    stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
+    keep_analysis: bool = setting(
+        False,
+        "Also put analysis.safetensors (stage-1 vectors, ABTT components; for `staticsem analyze`) in the "
+        "model folder, not only in the work folder.",
+    )
+
+    def validate(self) -> None:
+        """Raise ``InputError`` for settings that cannot work."""
+        bad = [s for s in self.stages if s not in STAGES]
+        if bad or not self.stages or self.stages != STAGES[: len(self.stages)]:
+            raise InputError(f"--stages must be a prefix of {','.join(STAGES)}, got {','.join(self.stages)}")
+        for name in ("pca_sentences", "dim"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        self._validate_training()
+        super().validate()
+
+    def _validate_training(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise InputError(f"objective must be one of {', '.join(OBJECTIVES)}, got {self.objective!r}")
+        if (self.objective == "kd") != (not self.parallel):
+            raise InputError(
+                "--parallel PAIRS.tsv goes with --objective contrastive or both"
+                if self.parallel
+                else f"the {self.objective} objective needs --parallel PAIRS.tsv (sentence pairs)"
+            )
+        for path in self.parallel:
+            if not Path(path).is_file():
+                raise InputError(f"{path}: parallel pairs file is missing")
+        if not 0.0 <= self.kd.group_share <= 1.0 or self.kd.group_size < 2:
+            raise InputError(
+                f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
+                f"{self.kd.group_share} and {self.kd.group_size}"
+            )
+        if not self.kd.tau > 0.0:
+            raise InputError(f"--kd-tau must be positive, got {self.kd.tau}")
+        if not 0.0 <= self.kd.average < 1.0:
+            raise InputError(f"--kd-average must be within 0..1 (1 excluded), got {self.kd.average}")
+        if self.kd_corpus_words < 0 or (self.kd_corpus_words and not self.kd_corpus):
+            raise InputError(
+                f"--kd-corpus-words takes a count >= 0 and needs --kd-corpus, got {self.kd_corpus_words}"
+            )
+        if self.kd_corpus:
+            if self.objective == "contrastive" or "kd" not in self.stages:
+                raise InputError("--kd-corpus feeds the distillation step: it needs --objective kd or both")
+            if "-" in self.kd_corpus or EMBEDDED in self.kd_corpus:
+                raise InputError("--kd-corpus takes text files (not '-' or 'embedded')")
+            check_sources(self.kd_corpus)

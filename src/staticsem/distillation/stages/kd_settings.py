@@ -1,0 +1,48 @@
+"""The settings of stage 3 (distillation and contrastive training); light, for settings and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from staticsem.distillation.method import setting
+
+
+@dataclass(frozen=True)
+class KDSettings:
+    """Training settings (METHOD.md §1, stage 3a); the swe CLI offers them as ``--kd-*``."""
+
+    tau: float = setting(
+        0.05, "Temperature of the distillation and contrastive losses [0.07 helps --kd-corpus]."
+    )
+    lr: float = setting(1e-3, "Adam learning rate.")
+    batch_size: int = setting(128, "Sentences per training batch.")
+    clip: float = setting(5.0, "Gradient-norm clip.")
+    eval_every: int = setting(40, "Steps between dev-loss evaluations.")
+    patience: int = setting(5, "Stop after this many evaluations without improvement.")
+    max_steps: int = setting(30_000, "Cap on distillation steps.")
+    dev_size: int = setting(10_000, "Held-out sentences for the dev loss (at most a tenth).")
+    seed: int = setting(0, "Set from the run's seed.", hidden=True)
+    # sparse gradients + lazy Adam: only the batch's rows move (≈ 10× faster at 50k words)
+    lazy: bool = setting(True, "Sparse gradients and lazy Adam (off: the paper's dense Adam).")
+    # Subtract the mean teacher embedding before the cosines: teachers whose sentences all share one
+    # direction (e5: cosine 0.76 ± 0.03 between random sentences) otherwise give near-uniform targets,
+    # and the student collapses (e5 STS-B 54.8 uncentred, 73.0 centred; MiniLM 70.2 either way)
+    center_targets: bool = setting(True, "Subtract the mean teacher embedding before the cosines.")
+    # Neighbour groups: this share of every batch is made of ``group_size``-sentence groups, a random seed
+    # and its nearest teacher neighbours among ``group_pool`` random training sentences (hard negatives:
+    # the fine distinctions STS pairs test); 0 keeps plain random batches
+    group_share: float = setting(
+        0.0,
+        "Share of each distillation batch made of neighbour groups (a random sentence and its 7 nearest "
+        "by teacher embedding: hard negatives) [0: random batches; 1 helps --kd-corpus].",
+        option="groups",
+    )
+    group_size: int = setting(8, "Sentences per neighbour group.")
+    group_pool: int = setting(16_384, "Random training sentences a group's neighbours are drawn from.")
+    # Weight averaging: at every evaluation the kept and scored table is an exponential moving average
+    # (this decay per evaluation) of the trained one, not the trained one itself; 0 scores the latter
+    average: float = setting(
+        0.0,
+        "Keep a moving average of the table being distilled (this decay per evaluation, every 40 steps) "
+        "instead of the table itself [0: off; 0.95 helps --kd-corpus].",
+    )
