@@ -117,7 +117,7 @@ def layer_session(teacher: Any, layers: list[int], cache: Path) -> tuple[Any, li
     import onnxruntime
     import torch
 
-    from staticsem.distillation.onnx_teacher import (
+    from staticsem.distillation.teachers.onnx import (
         OPSET,
         OnnxTransformer,
         _eager_attention,
@@ -160,9 +160,9 @@ def extract_layers(args: Any, layers: list[int]) -> dict[str, Any]:
     from tqdm import tqdm
 
     import staticsem
-    from staticsem.distillation.extract import _occurrences, length_batches
-    from staticsem.distillation.swe_settings import SWESettings
-    from staticsem.distillation.teacher import Teacher, trim_offsets
+    from staticsem.distillation.methods.swe.settings import SWESettings
+    from staticsem.distillation.stages.extract import _occurrences, length_batches
+    from staticsem.distillation.teachers.teacher import Teacher, trim_offsets
     from staticsem.io.atomic import save_tensors
     from staticsem.text import WordSplitter
 
@@ -235,7 +235,7 @@ def extract_layers(args: Any, layers: list[int]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- step 3: runs
 def parse_run(spec: str) -> dict[str, Any]:
     """``dim=384+tau=0.1`` → {"dim": 384, "tau": 0.1}; ``default`` → {}."""
-    from staticsem.distillation.kd import KDSettings
+    from staticsem.distillation.stages.kd_settings import KDSettings
 
     types: dict[str, Any] = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
     types.update(dim=int, remove_top=int, layer=str, kd=bool)
@@ -355,9 +355,9 @@ def main() -> None:
     from safetensors.numpy import load_file
 
     from kd_ceiling import teacher_embeddings
-    from staticsem.distillation.abtt import default_remove_top, sentence_pca
-    from staticsem.distillation.kd import Distillation, KDSettings, train_table
-    from staticsem.distillation.swe_settings import SWESettings
+    from staticsem.distillation.methods.swe.settings import SWESettings
+    from staticsem.distillation.stages.abtt import default_remove_top, sentence_pca
+    from staticsem.distillation.stages.kd import Distillation, KDSettings, train_table
     from staticsem.eval.sts import STS
     from staticsem.eval.wordsim import WordSimilarity
 
