@@ -19,6 +19,7 @@ from staticsem.errors import InputError
 from staticsem.serve import Limits, ServeSettings, create_app
 from staticsem.serve.app import app_from_settings
 from staticsem.train import StaticClassifier, is_classifier
+from staticsem.train.fit import FitSettings
 
 ANIMAL = ["cat", "dog", "mat", "sat", "house"]
 ROYAL = ["king", "queen", "man", "woman", "paris"]
@@ -64,7 +65,7 @@ def test_fit_learns_a_separable_task(options: dict) -> None:
     classifier = StaticClassifier.fit(*TRAIN, _tiny(), dev=DEV, **FAST, **options)
     assert classifier.evaluate(*TEST)["accuracy"] >= 95.0
     assert classifier.classes == ["animal", "royal"]
-    assert len(classifier.head.weights) == (2 if options.get("hidden") else 1)
+    assert len(classifier.head.weights) == (2 if FitSettings(**options).hidden else 1)
 
 
 def test_the_dev_score_of_training_is_the_numpy_score(tuned: StaticClassifier) -> None:
@@ -285,13 +286,14 @@ def test_training_computes_what_prediction_computes() -> None:
     """The torch network (table rows summed, normalised, standardised, head) gives the numpy logits."""
     import torch
 
-    from staticsem.train.fit import FitSettings, _Inputs, _Net
+    from staticsem.train.fit import _Inputs, _Net
 
     model, texts = _tiny(), TEST[0] + ["", "zzz unknown", "The KING"]
     features = model.encode(texts, normalize=True)
     inputs = _Inputs(model, texts, texts, features, freeze=False)
     rng = np.random.default_rng(0)
     net = _Net(inputs.table, rng.normal(size=16) * 0.1, rng.uniform(0.5, 2, 16), FitSettings(hidden=4), 3)
+    net.eval()  # prediction is the network without its training dropout
     with torch.no_grad():
         got = net(*inputs.batch("dev", np.arange(len(texts)))).numpy()
     np.testing.assert_allclose(got, net.head_numpy().logits(features), atol=1e-5)

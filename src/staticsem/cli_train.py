@@ -40,7 +40,7 @@ def train_classifier(
         str, typer.Option(help="--multi-label in .tsv/.csv: splits a label cell.")
     ] = ",",
     freeze: Annotated[bool, typer.Option(help="Keep the word table; train the head only.")] = False,
-    hidden: Annotated[int, typer.Option(min=0, help="Units of one hidden layer (0: a linear head).")] = 0,
+    hidden: Annotated[int, typer.Option(min=0, help="Units of one hidden layer (0: a linear head).")] = 512,
     multi_label: Annotated[bool, typer.Option(help="Any number of labels per text.")] = False,
     class_weights: Annotated[bool, typer.Option(help="Weigh classes by inverse frequency.")] = False,
     epochs: Annotated[int, typer.Option(min=1, help="At most this many epochs.")] = 30,

@@ -56,7 +56,7 @@ class FitSettings:
     """
 
     freeze: bool = False
-    hidden: int = 0
+    hidden: int = 512  # chosen on dev accuracy (benchmarks/README.md §classify.py), as model2vec's head
     multi_label: bool = False
     class_weights: bool = False
     epochs: int = 30
@@ -65,7 +65,7 @@ class FitSettings:
     lr: float = 1e-3
     table_lr: float = 1e-3
     weight_decay: float = 0.01
-    dropout: float = 0.0
+    dropout: float = 0.1
     dev_fraction: float = 0.1
     threshold: float = 0.5
     seed: int = 0
