@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -27,10 +27,21 @@ from torch.nn import functional as F
 from staticsem.errors import InputError
 from staticsem.model import StaticModel
 from staticsem.quantize import dequantize
-from staticsem.train.classifier import Head, StaticClassifier
 from staticsem.train.data import Label, check_known, check_labels, class_list
+from staticsem.train.head import Head
 
 logger = logging.getLogger(__name__)
+
+
+class Fitted(NamedTuple):
+    """What training gives ``StaticClassifier`` (its constructor's arguments, in order)."""
+
+    model: StaticModel
+    head: Head
+    classes: list[str]
+    multi_label: bool
+    threshold: float
+    metadata: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,7 @@ def fit(
     classes: Sequence[str] | None = None,
     settings: FitSettings | None = None,
     **options: Any,
-) -> StaticClassifier:
+) -> Fitted:
     """Train a classifier on ``model``'s word table (see the module doc; ``options`` are ``FitSettings``).
 
     :raises InputError: for texts that are not strings, bad labels, fewer than two classes, a class without
@@ -140,7 +151,7 @@ def _fit(
     dev_targets: np.ndarray,
     names: list[str],
     settings: FitSettings,
-) -> StaticClassifier:
+) -> Fitted:
     train_texts, train_targets = [texts[i] for i in train_idx], targets[train_idx]
     started = time.perf_counter()
     features = static.encode(train_texts, normalize=True)
@@ -163,7 +174,7 @@ def _fit(
         "train_seconds": round(time.perf_counter() - started, 2),
         "base_model": static.metadata.get("method"),
     }
-    return StaticClassifier(tuned, head, names, settings.multi_label, settings.threshold, metadata)
+    return Fitted(tuned, head, names, settings.multi_label, settings.threshold, metadata)
 
 
 def _as_model(model: StaticModel | str | Path) -> StaticModel:
