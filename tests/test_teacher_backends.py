@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 import staticsem
 from staticsem.cli import app
 from staticsem.distillation.teachers import onnx as onnx_teacher
+from staticsem.distillation.teachers.backends import BACKENDS
 from staticsem.distillation.teachers.onnx import OnnxTransformer, weights_digest
 from staticsem.distillation.teachers.teacher import Teacher, TeacherBatch
 from staticsem.errors import InputError, StaticsemError
@@ -188,7 +189,7 @@ def test_backend_is_part_of_the_extraction_key(tmp_path: Path) -> None:
         backend: Pipeline(
             SWESettings(corpus=(str(tmp_path / "c.txt"),), teacher_backend=backend), tmp_path / "m"
         ).keys
-        for backend in onnx_teacher.BACKENDS
+        for backend in BACKENDS
     }
     assert len({k["extract"] for k in keys.values()}) == 3
     assert len({k["select"] for k in keys.values()}) == 1  # the sentence choice is reused
