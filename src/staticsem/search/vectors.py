@@ -341,7 +341,8 @@ def strays(graph, chunk: int = 16_384) -> tuple[np.ndarray, np.ndarray]:  # type
     thread: HNSW leaves a few nodes that no search reaches (about 1 in 1,300 at 750k vectors); a write
     serves them from a flat segment. A vector with an identical twin counts as found with it."""
     expansion, keys = graph.expansion_search, np.asarray(graph.keys, dtype=np.uint64)
-    lost: list[np.ndarray] = []
+    lost: list[np.ndarray] = [np.empty(0, dtype=np.uint64)]
+    lost_rows: list[np.ndarray] = [np.empty((0, graph.ndim), dtype=np.float32)]
     try:
         for start in range(0, len(keys), chunk):
             suspects = keys[start : start + chunk]
@@ -356,12 +357,10 @@ def strays(graph, chunk: int = 16_384) -> tuple[np.ndarray, np.ndarray]:  # type
                 miss = ~((hits == suspects[:, None]).any(axis=1) | twin)
                 suspects, rows = suspects[miss], rows[miss]
             lost.append(suspects)
+            lost_rows.append(rows)
     finally:
         graph.expansion_search = expansion
-    found_keys = np.concatenate(lost).astype(np.int64) if lost else np.empty(0, dtype=np.int64)
-    if not len(found_keys):
-        return found_keys, np.empty((0, graph.ndim), dtype=np.float32)
-    return found_keys, np.vstack(graph.get(found_keys.astype(np.uint64), dtype="f32"))
+    return np.concatenate(lost).astype(np.int64), np.vstack(lost_rows)
 
 
 def plan_merge(sizes: dict[str, tuple[int, int]], settings: HnswSettings) -> list[str]:

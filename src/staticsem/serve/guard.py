@@ -200,6 +200,8 @@ class InFlight:
         if self._loop is not loop:  # a semaphore serves one event loop
             self._slots, self._loop = {}, loop
         lane = scope["path"].startswith(self.own_lane) if self.own_lane else False
-        slots = self._slots.setdefault(lane, asyncio.Semaphore(self.limit))
+        slots = self._slots.get(lane)
+        if slots is None:
+            slots = self._slots[lane] = asyncio.Semaphore(self.limit)
         async with slots:
             await self.app(scope, receive, send)
