@@ -46,6 +46,7 @@ import _common as common
 
 EFS = (64, 256, 320)  # usearch's default (vicinity keeps it), then wider searches up to ours
 CORPUS_FILES = [f"corpus/enwiki2015-sentences-0{i}.txt.gz" for i in range(3)]
+PHASES = ("build", "vectors", "tantivy", "vicinity", "query")
 WRITES = 50  # one-document adds, then deletes, timed at the end
 
 
@@ -56,6 +57,11 @@ def parse_args() -> Any:
     parser.add_argument("--queries", type=int, default=1000, help="how many query sentences")
     parser.add_argument("--bm25-queries", type=int, default=300, help="queries for the BM25/hybrid latency")
     parser.add_argument("--phase", default=None, help="internal: run one measured phase and print its JSON")
+    parser.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help="run only these phases, keeping --output's results of the others (each is saved when done)",
+    )
     return parser.parse_args()
 
 
@@ -265,8 +271,16 @@ def phase(args: Any) -> dict[str, Any]:
 
 def scale(args: Any) -> dict[str, Any]:
     (args.models / "search" / "scale").mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"limit": args.limit, "queries": args.queries, "bm25": args.bm25_queries}
-    for name in ("build", "vectors", "tantivy", "vicinity", "query"):
+    settings = {"limit": args.limit, "queries": args.queries, "bm25": args.bm25_queries}
+    results: dict[str, Any] = dict(settings)
+    if args.output is not None and args.output.is_file():
+        earlier = json.loads(args.output.read_text())
+        if {key: earlier.get(key) for key in settings} == settings:
+            results = earlier
+    wanted = args.phases.split(",")
+    if unknown := set(wanted) - set(PHASES):
+        raise SystemExit(f"unknown phases: {', '.join(sorted(unknown))}")
+    for name in (p for p in PHASES if p in wanted):
         options = {
             "model": args.model or common.build_staticsem(args.models, args.data)[1],
             "data": args.data,
@@ -281,6 +295,7 @@ def scale(args: Any) -> dict[str, Any]:
         done = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True)
         results[name] = json.loads(done.stdout.strip().splitlines()[-1])
         print(json.dumps(results[name]), flush=True)
+        common.save_json(args.output, results)
     return results
 
 
@@ -369,8 +384,8 @@ def main() -> None:
         print(json.dumps(phase(args)))
         return
     results = scale(args)
-    report_scale(results)
-    common.save_json(args.output, results)
+    if all(name in results for name in PHASES):
+        report_scale(results)
 
 
 if __name__ == "__main__":

@@ -300,9 +300,9 @@ def test_a_search_over_tombstones_asks_the_graphs_for_few_more_than_k(tmp_path: 
     asked: list[int] = []
     search = Segment.search
 
-    def counting(self: Segment, query: np.ndarray, k: int, exact: bool):  # type: ignore[no-untyped-def]
+    def counting(self: Segment, query: np.ndarray, k: int, exact: bool, expansion=None):  # type: ignore[no-untyped-def]
         asked.append(k)
-        return search(self, query, k, exact)
+        return search(self, query, k, exact, expansion)
 
     monkeypatch.setattr(Segment, "search", counting)
     vectors = model.encode(words)
@@ -312,3 +312,47 @@ def test_a_search_over_tombstones_asks_the_graphs_for_few_more_than_k(tmp_path: 
         truth = live[np.argsort(-(vectors[live - 1] @ row), kind="stable")[:10]]
         assert found == truth.tolist()
     assert max(asked) <= 40
+
+
+# ---------------------------------------------------------------------- one search on several threads
+def test_segments_and_hybrid_legs_searched_side_by_side_answer_as_one_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a pool, graph segments are searched on other threads and hybrid's dense side beside BM25: the
+    hits equal those of one thread; hybrid's dense side searches at ``hybrid_expansion``, dense at the
+    index's own breadth, each graph on its own thread."""
+    import threading
+
+    from staticsem.search.vectors import Segment
+
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(3_000)]
+    model = StaticModel(words, rng.normal(size=(len(words), 16)).astype(np.float32))
+    docs = [" ".join(rng.choice(words, 4)) for _ in range(3_000)]
+    settings = HnswSettings(exact_threshold=300, add_threads=3, expansion_search=200, hybrid_expansion=24)
+    index = Index.build(model, docs, tmp_path / "ix", dtype="float32", hnsw=settings)
+    assert sum(s.index is not None for s in index.snapshot.segments) == 3
+    calls: list[tuple[int | None, str]] = []
+    search = Segment.search
+
+    def recording(self: Segment, query: np.ndarray, k: int, exact: bool, expansion=None):  # type: ignore[no-untyped-def]
+        calls.append((expansion, threading.current_thread().name))
+        return search(self, query, k, exact, expansion)
+
+    monkeypatch.setattr(Segment, "search", recording)
+    queries = docs[:25]
+    for mode in ("dense", "hybrid"):
+        index.query_threads = 1
+        alone = [index.search(q, 10, mode=mode) for q in queries]
+        assert {name for _, name in calls} == {threading.current_thread().name}
+        assert {e for e, _ in calls} == {None if mode == "dense" else 24}
+        calls.clear()
+        index.query_threads = 2
+        beside = [index.search(q, 10, mode=mode) for q in queries]
+        assert [[(h.id, h.score) for h in hits] for hits in beside] == [
+            [(h.id, h.score) for h in hits] for hits in alone
+        ]
+        assert {e for e, _ in calls} == {None if mode == "dense" else 24}
+        assert any(name.startswith("staticsem-segments") for _, name in calls)
+        calls.clear()
+    index.close()

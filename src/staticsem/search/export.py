@@ -18,8 +18,9 @@ import numpy as np
 
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.io.atomic import atomic_file
-from staticsem.search.index import CONFIG, DATABASE, Index
-from staticsem.search.vectors import Snapshot
+from staticsem.search.config import CONFIG, DATABASE
+from staticsem.search.index import Index
+from staticsem.search.snapshot import Snapshot
 
 
 def _vectors(snapshot: Snapshot, keys: np.ndarray, dim: int) -> list[np.ndarray | None]:

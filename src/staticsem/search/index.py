@@ -11,30 +11,37 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict
-from datetime import datetime, timezone
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from staticsem.errors import InputError, ModelFormatError, parse_choice
+from staticsem.errors import InputError, parse_choice
 from staticsem.io.atomic import atomic_folder
 from staticsem.model import StaticModel
 from staticsem.search import writes
-from staticsem.search.common import Hit, SearchMode, batches, model_sha256, progress, resolve_model
+from staticsem.search.common import Hit, SearchMode, batches, progress, resolve_model
+from staticsem.search.config import (
+    BM25_COMMON_DF,
+    CONFIG,
+    DATABASE,
+    LEXICAL,
+    describe,
+    new_config,
+    read_config,
+    recorded_model,
+)
 from staticsem.search.documents import Document
 from staticsem.search.fusion import FusionSettings, fuse
 from staticsem.search.lexical import LexicalIndex
+from staticsem.search.snapshot import Snapshot
 from staticsem.search.store import DocStore, Row, metadata_terms, where_terms
-from staticsem.search.vectors import DEFAULT_DTYPE, DTYPES, HnswSettings, Segment, Snapshot
+from staticsem.search.vectors import DEFAULT_DTYPE, HnswSettings, Segment
 from staticsem.search.vectors import segment_file as _segment_file
-
-CONFIG, DATABASE, LEXICAL = "config.json", "docs.sqlite", "lexical"
-BM25_COMMON_DF = 1.0  # BM25 leaves out words in more than this share of documents (1.0: exact BM25)
-FORMAT, VERSION = "staticsem-index", 2
 
 
 class Index:
@@ -55,6 +62,8 @@ class Index:
         self._segments: dict[str, Segment] = {}
         self.snapshot = Snapshot(-1, -1)
         self._burials = -1
+        self.query_threads = os.cpu_count() or 1  # threads one search may use (1: the calling thread only)
+        self._pools: dict[str, ThreadPoolExecutor] = {}
         if not read_only:
             self._catch_up()
         self._refresh()
@@ -78,24 +87,7 @@ class Index:
         """Index ``documents`` into a new folder ``path`` (an existing index there is replaced on success)."""
         static, model_path = resolve_model(model)
         hnsw = hnsw or HnswSettings()
-        if not 0 < bm25_common_df <= 1:
-            raise InputError(f"bm25_common_df must be in (0, 1], got {bm25_common_df}")
-        if dtype not in DTYPES:
-            raise InputError(f"unknown vector dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
-        config = {
-            "format": FORMAT,
-            "version": VERSION,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "model": {
-                "path": model_path,
-                "sha256": model_sha256(static),
-                "dim": static.dim,
-                "words": len(static),
-            },
-            "vectors": {"dtype": dtype, **asdict(hnsw)},
-            "fusion": (fusion or FusionSettings()).to_dict(),
-            "bm25": {"common_df": bm25_common_df},
-        }
+        config = new_config(static, model_path, dtype, hnsw, fusion or FusionSettings(), bm25_common_df)
         path = Path(path)
         with atomic_folder(path, markers=(CONFIG, DATABASE), what="index") as tmp:
             (tmp / CONFIG).write_text(json.dumps(config, indent=2), encoding="utf-8")
@@ -116,25 +108,23 @@ class Index:
         """
         path = Path(path)
         config = read_config(path)
-        recorded = config["model"]
-        if model is None:
-            if not recorded.get("path") or not Path(recorded["path"]).exists():
-                raise InputError(
-                    f"{path}: its model {recorded.get('path')} is missing; give the model it was built with"
-                )
-            model = recorded["path"]
-        static, _ = resolve_model(model)
-        sha256 = model_sha256(static)
-        if sha256 != recorded["sha256"]:
-            raise InputError(
-                f"{path} was built with another model ({recorded.get('path')}, sha256 "
-                f"{recorded['sha256'][:12]}…); this one has sha256 {sha256[:12]}… — "
-                "query with the same model or rebuild the index"
-            )
+        static = recorded_model(path, config, model)
         return cls(path, static, config, read_only=read_only)
 
     def close(self) -> None:
+        for pool in self._pools.values():
+            pool.shutdown(wait=False)
         self.store.close()
+
+    def _pool(self, name: str) -> ThreadPoolExecutor | None:
+        """A pool one search hands work to (``legs``: hybrid's dense side; ``segments``: graph segments,
+        which never wait on a pool themselves), or None when a search keeps to its own thread."""
+        if self.query_threads < 2:
+            return None
+        with self._refresh_lock:
+            if name not in self._pools:
+                self._pools[name] = ThreadPoolExecutor(self.query_threads, f"staticsem-{name}")
+            return self._pools[name]
 
     def __enter__(self) -> Index:
         return self
@@ -354,11 +344,20 @@ class Index:
         snapshot = self._refresh()
         if mode is SearchMode.BM25:
             return self._hits(self._bm25(query, k, terms), k)
-        depth = k if mode is SearchMode.DENSE else max(k, fusion.depth)
-        dense = self.dense(snapshot, self.model.encode(query, normalize=True), depth, where, exact)
+        vector = self.model.encode(query, normalize=True)
         if mode is SearchMode.DENSE:
-            return self._hits(dense, k)
-        lexical = self._bm25(query, depth, terms)
+            return self._hits(self.dense(snapshot, vector, k, where, exact), k)
+        # hybrid: the dense side (at the graphs' hybrid breadth: its list is a quarter of the fused score)
+        # runs beside BM25 when a pool is there
+        depth, expansion = max(k, fusion.depth), None if exact else self.hnsw.hybrid_expansion
+        legs = self._pool("legs")
+        if legs is None:
+            dense = self.dense(snapshot, vector, depth, where, exact, expansion)
+            lexical = self._bm25(query, depth, terms)
+        else:
+            side = legs.submit(self.dense, snapshot, vector, depth, where, exact, expansion)
+            lexical = self._bm25(query, depth, terms)
+            dense = side.result()
         weights = [fusion.dense_weight, fusion.bm25_weight]
         return self._hits(fuse([dense, lexical], weights, fusion), k)
 
@@ -370,70 +369,32 @@ class Index:
         return [_hit(rows[key], score) for key, score in ranked if key in rows][:k]
 
     def dense(
-        self, snapshot: Snapshot, query: np.ndarray, k: int, where: dict[str, Any] | None, exact: bool
+        self,
+        snapshot: Snapshot,
+        query: np.ndarray,
+        k: int,
+        where: dict[str, Any] | None,
+        exact: bool,
+        expansion: int | None = None,
     ) -> list[tuple[int, float]]:
-        """Nearest keys by cosine; filtered: the graphs with growing over-fetch, or exact over the matches."""
+        """Nearest keys by cosine; filtered: the graphs with growing over-fetch, or exact over the matches.
+        ``expansion``: the graphs' search breadth [``hnsw.expansion_search``]."""
         if not np.any(query):
             return []
+        pool = self._pool("segments")
         if not where:
-            return snapshot.search(query, k, exact=exact)
+            return snapshot.search(query, k, exact=exact, expansion=expansion, pool=pool)
         allowed = self.store.keys_where(where)
         if exact or len(allowed) <= self.hnsw.exact_threshold:
             return snapshot.search_among(query, allowed, k)
-        return snapshot.search_filtered(query, allowed, k)
+        return snapshot.search_filtered(query, allowed, k, expansion=expansion, pool=pool)
 
     # ------------------------------------------------------------------ describing
     def info(self) -> dict[str, Any]:
         """What the index holds and how it was built (JSON-serialisable)."""
-        snapshot = self._refresh()
-        total, zero = self.store.counts()
-        files = [p for p in self.path.rglob("*") if p.is_file()]
-        return {
-            "path": str(self.path),
-            "format": self.config["version"],
-            "documents": total,
-            "zero_vectors": zero,
-            "vectors": len(snapshot),
-            "segments": [
-                {"name": s.name, "vectors": len(s), "deleted": len(snapshot.dead.get(s.name, ()))}
-                for s in snapshot.segments
-            ],
-            "buffered": len(snapshot.buffer_keys),
-            "lexical_segments": self.lexical.segments(),
-            "dim": self.model.dim,
-            "dtype": self.dtype,
-            "dense_search": "hnsw"
-            if any(len(s) > self.hnsw.exact_threshold for s in snapshot.segments)
-            else "exact",
-            "model": self.config["model"],
-            "hnsw": asdict(self.hnsw),
-            "fusion": self.fusion.to_dict(),
-            "bm25": {"common_df": self.bm25_common_df, "engine": "tantivy"},
-            "created": self.config.get("created"),
-            "bytes_on_disk": sum(p.stat().st_size for p in files),
-        }
+        return describe(self, self._refresh())
 
 
 def _hit(row: Row, score: float) -> Hit:
     key, doc_id, text, metadata = row
     return Hit(doc_id, float(score), text, json.loads(metadata))
-
-
-def read_config(path: Path) -> dict[str, Any]:
-    """An index folder's config.json, checked: an index of an earlier format is refused with the fix."""
-    from staticsem.io.common import read_json
-
-    if not path.is_dir():
-        raise InputError(f"{path}: no index folder here")
-    config = read_json(path / CONFIG)
-    if config.get("format") != FORMAT:
-        raise ModelFormatError(f"{path / CONFIG}: not a staticsem index (format {config.get('format')!r})")
-    if config.get("version") != VERSION:
-        raise ModelFormatError(
-            f"{path}: index format {config.get('version')} (SQLite FTS5, one vector file) is not read by "
-            f"this staticsem (format {VERSION}); convert it in place: `staticsem index migrate {path}`"
-        )
-    for key in ("model", "vectors", "fusion"):
-        if not isinstance(config.get(key), dict):
-            raise ModelFormatError(f"{path / CONFIG}: {key!r} is missing or not an object")
-    return config

@@ -15,8 +15,9 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,6 +45,7 @@ class HnswSettings:
     connectivity: int = 16
     expansion_add: int = 64
     expansion_search: int = 320
+    hybrid_expansion: int = 128
     exact_threshold: int = 8192
     add_threads: int = 0
     flush_size: int = 2048
@@ -55,6 +57,8 @@ class HnswSettings:
             raise InputError(
                 f"build threads (add_threads) must be 0 (every core) or more, got {self.add_threads}"
             )
+        if min(self.expansion_search, self.hybrid_expansion) < 1:
+            raise InputError("search expansions (expansion_search, hybrid_expansion) must be positive")
         if self.flush_size < 1 or self.merge_factor < 2 or self.merge_max < 0:
             raise InputError("flush_size must be >= 1, merge_factor >= 2 and merge_max >= 0")
 
@@ -98,6 +102,9 @@ class Segment:
 
     def __init__(self, path: Path, name: str, dim: int, dtype: str, settings: HnswSettings) -> None:
         self.name, self.settings, self.index = name, settings, None
+        self.path, self.dtype = path, dtype
+        self._views: dict[int, Any] = {}  # the graph opened again at another search expansion
+        self._views_lock = threading.Lock()
         if not path.is_file():
             raise ModelFormatError(f"{path}: vector segment is missing")
         from safetensors import SafetensorError
@@ -112,6 +119,7 @@ class Segment:
             else:
                 self.index = _usearch(dim, dtype, settings)
                 self.index.view(str(path))
+                self._graph(settings.hybrid_expansion)  # now, while the file is surely there
                 self.keys = np.sort(np.asarray(self.index.keys, dtype=np.int64))
                 rows = self.vectors(self.keys) if len(self.keys) <= settings.exact_threshold else None
         except (RuntimeError, ValueError, KeyError, OSError, SafetensorError) as exc:
@@ -137,85 +145,30 @@ class Segment:
             return np.empty((0, self.index.ndim), dtype=np.float32)
         return np.vstack(self.index.get(keys.astype(np.uint64), dtype="f32"))  # type: ignore[arg-type]
 
-    def search(self, query: np.ndarray, k: int, exact: bool) -> tuple[np.ndarray, np.ndarray]:
+    def search(
+        self, query: np.ndarray, k: int, exact: bool, expansion: int | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` nearest keys and cosines; a graph searches ``expansion`` wide [the settings']."""
         if self.matrix is not None:
             return brute(self.matrix, self.keys, query, k)
-        assert self.index is not None
-        found = self.index.search(query, min(k, len(self)), exact=exact, threads=1)
+        graph = self._graph(expansion)
+        found = graph.search(query, min(k, len(self)), exact=exact, threads=1)
         return np.asarray(found.keys, dtype=np.int64), 1.0 - np.asarray(found.distances, dtype=np.float32)
 
-
-@dataclass
-class Snapshot:
-    """One committed layout of the dense side: what a search reads, never changed once built."""
-
-    generation: int
-    layout: int
-    segments: list[Segment] = field(default_factory=list)
-    dead: dict[str, np.ndarray] = field(default_factory=dict)
-    buffer_keys: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
-    buffer: np.ndarray = field(default_factory=lambda: np.empty((0, 0), dtype=np.float32))
-
-    def __len__(self) -> int:
-        return sum(len(s) - len(self.dead.get(s.name, ())) for s in self.segments) + len(self.buffer_keys)
-
-    def search(self, query: np.ndarray, k: int, *, exact: bool = False) -> list[tuple[int, float]]:
-        """The ``k`` nearest live keys with cosine similarity, best first."""
-        query = np.ascontiguousarray(query, dtype=np.float32)
-        parts = [self._buffer_scores(query, self.buffer_keys, self.buffer)]
-        for segment in self.segments:
-            parts.append(_live_top(segment, self.dead.get(segment.name), query, k, exact))
-        return _top(parts, k)
-
-    def search_among(self, query: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Exact search restricted to the sorted keys ``allowed`` (a metadata filter's documents)."""
-        query = np.ascontiguousarray(query, dtype=np.float32)
-        inside = np.isin(self.buffer_keys, allowed)
-        parts = [self._buffer_scores(query, self.buffer_keys[inside], self.buffer[inside])]
-        for segment in self.segments:
-            keys = allowed[segment.holds(allowed)]
-            for start in range(0, len(keys), 65_536):
-                chunk = keys[start : start + 65_536]
-                parts.append(brute(unit_rows(segment.vectors(chunk)), chunk, query, k))
-        return _top(parts, k)
-
-    def search_filtered(self, query: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Search restricted to the sorted keys ``allowed`` through the graphs, over-fetching until ``k`` of
-        them come back (exact over ``allowed`` when even a search of everything falls short)."""
-        total = len(self)
-        fetch = k * max(2, 2 * total // max(len(allowed), 1))
-        while fetch < total:
-            found = self.search(query, fetch)
-            keep = np.isin([key for key, _ in found], allowed)
-            hits = [hit for hit, kept in zip(found, keep, strict=True) if kept]
-            if len(hits) >= k:
-                return hits[:k]
-            fetch *= 4
-        return self.search_among(query, allowed, k)
-
-    @staticmethod
-    def _buffer_scores(
-        query: np.ndarray, keys: np.ndarray, rows: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        return brute(rows, keys, query, len(keys))
-
-
-def _live_top(
-    segment: Segment, dead: np.ndarray | None, query: np.ndarray, k: int, exact: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """A segment's ``k`` best keys that are not tombstoned: it over-fetches by ``k`` and asks again for
-    four times more while tombstones leave fewer than ``k`` (not by every tombstone: a graph's few
-    hundred buried strays would make every search ask for hundreds of results)."""
-    if dead is None or not len(dead):
-        return segment.search(query, k, exact)
-    want = k
-    while True:
-        asked = min(len(segment), want + min(len(dead), want))
-        keys, scores = segment.search(query, asked, exact)
-        live = ~np.isin(keys, dead)
-        if live.sum() >= k or asked >= len(segment):
-            return keys[live][:k], scores[live][:k]
-        want *= 4
+    def _graph(self, expansion: int | None) -> Any:
+        """The graph searching ``expansion`` wide: usearch keeps the breadth per index object, so another
+        breadth is another read-only view of the same file (same pages), opened once (hybrid's when the
+        segment opens: a merge may remove the file of a segment an older snapshot still searches)."""
+        assert self.index is not None
+        if expansion is None or expansion == self.settings.expansion_search:
+            return self.index
+        with self._views_lock:
+            if expansion not in self._views:
+                settings = replace(self.settings, expansion_search=expansion)
+                view = _usearch(self.index.ndim, self.dtype, settings)
+                view.view(str(self.path))
+                self._views[expansion] = view
+            return self._views[expansion]
 
 
 def unit_rows(rows: np.ndarray) -> np.ndarray:
@@ -232,13 +185,6 @@ def brute(rows: np.ndarray, keys: np.ndarray, query: np.ndarray, k: int) -> tupl
 
     found = scan(rows, query.astype(rows.dtype), min(k, len(keys)), MetricKind.IP, exact=True, threads=1)
     return keys[np.asarray(found.keys, dtype=np.int64)], 1.0 - np.asarray(found.distances, dtype=np.float32)
-
-
-def _top(parts: Sequence[tuple[np.ndarray, np.ndarray]], k: int) -> list[tuple[int, float]]:
-    keys = np.concatenate([p[0] for p in parts]) if parts else np.empty(0, dtype=np.int64)
-    scores = np.concatenate([p[1] for p in parts]).astype(np.float64) if parts else np.empty(0)
-    order = np.lexsort((keys, -scores))[:k]  # best first; ties by key
-    return [(int(keys[i]), float(scores[i])) for i in order]
 
 
 class FlatBuilder:

@@ -27,15 +27,9 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from staticsem.search.lexical import LexicalWriter
+from staticsem.search.snapshot import Snapshot
 from staticsem.search.store import DocStore, metadata_terms
-from staticsem.search.vectors import (
-    FlatBuilder,
-    HnswSettings,
-    SegmentBuilder,
-    Snapshot,
-    plan_merge,
-    segment_file,
-)
+from staticsem.search.vectors import FlatBuilder, HnswSettings, SegmentBuilder, plan_merge, segment_file
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
