@@ -44,7 +44,8 @@ import numpy as np
 
 import _common as common
 
-EFS = (64, 256, 320)  # usearch's default (vicinity keeps it), then wider searches up to ours
+HYBRID_EXPANSIONS = (64, 128, 256)
+EFS = (64, 256, 320, 400, 512)  # usearch's default (vicinity keeps it), then wider searches
 CORPUS_FILES = [f"corpus/enwiki2015-sentences-0{i}.txt.gz" for i in range(3)]
 PHASES = ("build", "vectors", "tantivy", "vicinity", "query")
 WRITES = 50  # one-document adds, then deletes, timed at the end
@@ -240,33 +241,66 @@ def phase(args: Any) -> dict[str, Any]:
             out[f"query ef={ef}"] = latencies(lambda q: vicinity.query(q[None, :], k=10), query_vectors)
         return {**out, "peak_rss_mib": peak_rss_mib()}
     if args.phase == "query":
-        from staticsem.search import Index
+        return query_phase(args, queries, query_vectors, truth)
+    raise SystemExit(f"unknown phase {args.phase}")
 
-        index = Index.open(work / "index", model, read_only=True)
-        snapshot = index.snapshot
-        out: dict[str, Any] = {"segments": len(snapshot.segments)}
-        graphs = [segment for segment in snapshot.segments if segment.index is not None]
-        for ef in EFS:  # usearch's expansion_search: the recall / latency trade
-            for segment in graphs:
-                segment.index.expansion_search = ef
-            # keys are 1-based document keys in corpus order (no ids given)
-            found = [np.array([key - 1 for key, _ in snapshot.search(q, 10)]) for q in query_vectors]
-            out[f"recall@10 ef={ef}"] = recall(found, truth)
-            out[f"vector search ef={ef}"] = latencies(lambda q: snapshot.search(q, 10), query_vectors)
+
+def query_phase(
+    args: Any, queries: list[str], query_vectors: np.ndarray, truth: np.ndarray
+) -> dict[str, Any]:
+    """Our index read-only: recall and latency per search breadth, each mode on one thread and on every
+    core, hybrid's dense-side breadth against the full one; then one-document writes."""
+    from dataclasses import replace
+
+    import staticsem
+    from staticsem.search import Index
+
+    model, bm25_queries = staticsem.load(args.model), queries[: args.bm25_queries]
+    index = Index.open(args.models / "search" / "scale" / "index", model, read_only=True)
+    snapshot, cores = index.snapshot, index.query_threads
+    out: dict[str, Any] = {"segments": len(snapshot.segments), "hnsw": index.info()["hnsw"], "cores": cores}
+    graphs = [segment for segment in snapshot.segments if segment.index is not None]
+    pool = index._pool("segments")
+    for ef in EFS:  # usearch's expansion_search: the recall / latency trade
         for segment in graphs:
-            segment.index.expansion_search = index.hnsw.expansion_search
-        out["lexical engine alone"] = latencies(lambda q: index.lexical.search(q, 10), bm25_queries)
-        out["Index.search dense"] = latencies(lambda q: index.search(q, 10, mode="dense"), queries)
+            segment.index.expansion_search = ef
+        # keys are 1-based document keys in corpus order (no ids given)
+        found = [np.array([key - 1 for key, _ in snapshot.search(q, 10)]) for q in query_vectors]
+        out[f"recall@10 ef={ef}"] = recall(found, truth)
+        out[f"vector search ef={ef}"] = latencies(lambda q: snapshot.search(q, 10), query_vectors)
+        out[f"vector search ef={ef}, segments side by side"] = latencies(
+            lambda q: snapshot.search(q, 10, pool=pool), query_vectors
+        )
+    for segment in graphs:
+        segment.index.expansion_search = index.hnsw.expansion_search
+    out["lexical engine alone"] = latencies(lambda q: index.lexical.search(q, 10), bm25_queries)
+    for threads in (1, cores):
+        index.query_threads = threads
+        out[f"Index.search dense, {threads} thread(s)"] = latencies(
+            lambda q: index.search(q, 10, mode="dense"), queries
+        )
         for mode in ("bm25", "hybrid"):
-            out[f"Index.search {mode}"] = latencies(
+            out[f"Index.search {mode}, {threads} thread(s)"] = latencies(
                 lambda q, m=mode: index.search(q, 10, mode=m), bm25_queries
             )
-        index.close()
-        with Index.open(work / "index", model) as writable:
-            out["writes"] = writes(writable, bm25_queries)
-        out["peak_rss_mib"] = peak_rss_mib()
-        return out
-    raise SystemExit(f"unknown phase {args.phase}")
+    default = index.hnsw
+    index.hnsw = replace(default, hybrid_expansion=default.expansion_search)
+    full = [[h.id for h in index.search(q, 10)] for q in bm25_queries]
+    for breadth in HYBRID_EXPANSIONS:  # hybrid's dense side: narrower searches, their cost and effect
+        index.hnsw = replace(default, hybrid_expansion=breadth)
+        hits = [[h.id for h in index.search(q, 10)] for q in bm25_queries]
+        out[f"hybrid dense side at {breadth}"] = {
+            **latencies(lambda q: index.search(q, 10), bm25_queries),
+            "top-10 overlap with the full breadth": float(
+                np.mean([len(set(a) & set(b)) / max(len(b), 1) for a, b in zip(hits, full, strict=True)])
+            ),
+        }
+    index.hnsw = default
+    index.close()
+    with Index.open(args.models / "search" / "scale" / "index", model) as writable:
+        out["writes"] = writes(writable, bm25_queries)
+    out["peak_rss_mib"] = peak_rss_mib()
+    return out
 
 
 def scale(args: Any) -> dict[str, Any]:
@@ -362,11 +396,22 @@ def report_scale(results: dict[str, Any]) -> None:
         ["tantivy alone, BM25 (text in, keys out)", tan["bm25"], ""],
         ["staticsem lexical engine alone (text in, keys out)", query["lexical engine alone"], ""],
         *[
-            [f"staticsem Index.search {m} (text in, rows out)", query[f"Index.search {m}"], ""]
+            [f"staticsem segments side by side (vector in, ef={ef})", query[side], ""]
+            for ef in EFS
+            if (side := f"vector search ef={ef}, segments side by side") in query
+        ],
+        *[
+            [f"staticsem Index.search {m} (text in, rows out, {t} thread(s))", query[key], ""]
+            for t in sorted({1, query.get("cores", 1)})
             for m in ("dense", "bm25", "hybrid")
+            if (key := f"Index.search {m}, {t} thread(s)") in query
         ],
         *[[f"one-document {op} (a write, committed)", query["writes"][op], ""] for op in ("add", "delete")],
     ]
+    for breadth in HYBRID_EXPANSIONS:
+        if (side := query.get(f"hybrid dense side at {breadth}")) is not None:
+            overlap = side["top-10 overlap with the full breadth"]
+            rows.append([f"hybrid, dense side at {breadth} (overlap@10 with full: {overlap:.3f})", side, ""])
     common.print_table(
         f"Queries: STS-B sentences ({results['queries']} dense, {results['bm25']} BM25/hybrid), k=10",
         ["what", "p50 ms", "p99 ms", "per second", "recall@10"],
