@@ -472,3 +472,55 @@ def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
         settings(corpus, kd=KDSettings(tau=0.0)).validate()
     with pytest.raises(InputError, match="kd-average must be within 0..1"):
         settings(corpus, kd=KDSettings(average=1.0)).validate()
+
+
+# ---------------------------------------------------------------------- settings that follow the teacher
+def test_a_wide_teacher_gets_its_own_layer_and_components_and_the_config_records_them(
+    corpus_dir: Path, subword_tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 768-wide teacher is read at its second-to-last layer with 8 components removed; a narrow one at
+    its last layer with width / 100; settings given explicitly win; config.json records what was used."""
+
+    class Wide(FakeTeacher):
+        hidden_size, num_layers = 768, 12
+
+    layers: list[int | None] = []
+    forward = FakeTeacher.forward
+
+    def recording(self: FakeTeacher, texts: list[str], layer: int | None = None):  # type: ignore[no-untyped-def]
+        layers.append(layer)
+        return forward(self, texts, layer)
+
+    monkeypatch.setattr(FakeTeacher, "forward", recording)
+    wide = run(corpus_dir, Wide(subword_tokenizer), out="wide", remove_top=None).metadata
+    assert (wide["settings"]["layer"], wide["settings"]["remove_top"]) == (-2, 8)
+    assert wide["steps"]["pca"]["remove_top"] == 8 and set(layers) == {-2}
+    layers.clear()
+    narrow = run(corpus_dir, FakeTeacher(subword_tokenizer), out="narrow", remove_top=None).metadata
+    assert (narrow["settings"]["layer"], narrow["settings"]["remove_top"]) == (None, 1) and set(layers) == {
+        None
+    }
+    layers.clear()
+    given = run(corpus_dir, Wide(subword_tokenizer), out="given", layer=-1, remove_top=2).metadata
+    assert (given["settings"]["layer"], given["settings"]["remove_top"]) == (-1, 2) and set(layers) == {-1}
+
+
+def test_the_teacher_s_shape_is_read_from_its_transformer_config(tmp_path: Path) -> None:
+    """Width and depth come from the transformer's config (no weights), in a Sentence Transformer folder's
+    own subfolder too; the packaged teacher is 384 wide, 6 layers deep."""
+    from transformers import BertConfig
+
+    from staticsem.distillation.teachers.teacher import teacher_shape
+
+    folder = tmp_path / "st"
+    BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12).save_pretrained(folder / "0_Tr")
+    (folder / "modules.json").write_text(
+        json.dumps(
+            [{"idx": 0, "name": "0", "path": "0_Tr", "type": "sentence_transformers.models.Transformer"}]
+        )
+    )
+    assert teacher_shape(str(folder)) == (768, 12)
+    assert teacher_shape(None) == (384, 6)
+    (folder / "0_Tr" / "config.json").unlink()
+    with pytest.raises(InputError, match="cannot read the teacher's config"):
+        teacher_shape(str(folder))

@@ -44,6 +44,33 @@ def resolve_teacher(name: str | None) -> tuple[str, bool]:
     return name, False
 
 
+def teacher_shape(name: str | None, trust_remote_code: bool = False) -> tuple[int, int]:
+    """``(width, layers)`` of a teacher's transformer, read from its config (no weights are loaded).
+
+    :raises InputError: when the config cannot be read or names no width.
+    """
+    from transformers import AutoConfig
+
+    path, local = resolve_teacher(name)
+    folder = ""
+    modules = Path(path) / "modules.json"
+    if local and modules.is_file():  # a Sentence Transformer folder: the transformer's own subfolder
+        import json
+
+        stack = json.loads(modules.read_text(encoding="utf-8"))
+        folder = next((m.get("path", "") for m in stack if m.get("type", "").endswith("Transformer")), "")
+    try:
+        config = AutoConfig.from_pretrained(
+            path, subfolder=folder, trust_remote_code=trust_remote_code, local_files_only=local
+        )
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{name or DEFAULT_TEACHER}: cannot read the teacher's config ({exc})") from None
+    width = getattr(config, "hidden_size", None) or getattr(config, "d_model", None)
+    if not width:
+        raise InputError(f"{name or DEFAULT_TEACHER}: the teacher's config names no hidden size")
+    return int(width), int(getattr(config, "num_hidden_layers", 0) or 0)
+
+
 @contextlib.contextmanager
 def _quiet_transformers() -> Iterator[None]:
     """Silence transformers' load report (unused position ids) while the teacher loads."""

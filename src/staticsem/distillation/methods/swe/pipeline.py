@@ -31,13 +31,14 @@ from staticsem.distillation.corpus.reading import (
 )
 from staticsem.distillation.corpus.sampling import missing_words, select_sentences
 from staticsem.distillation.method import Frame
-from staticsem.distillation.methods.swe.settings import ASESettings, SWESettings
+from staticsem.distillation.methods.swe.settings import ASESettings, SWESettings, for_teacher
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Contrastive, Distillation, Objective, train_table
 from staticsem.distillation.steps import StepRun, run_in_frame
 from staticsem.distillation.teachers.backends import backend_key
+from staticsem.distillation.teachers.teacher import teacher_shape
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file, save_tensors
@@ -71,6 +72,14 @@ class Pipeline(StepRun):
         keep_analysis: bool | None = None,
         **options: Any,
     ) -> None:
+        if method == "swe":
+            teacher = options.get("teacher")
+            shape = (
+                (teacher.hidden_size, teacher.num_layers)
+                if teacher is not None
+                else teacher_shape(settings.teacher, options.get("trust_remote_code", False))
+            )
+            settings = for_teacher(settings, *shape)
         super().__init__(settings, out, **options)
         self.method = method
         self.keep_analysis = settings.keep_analysis if keep_analysis is None else keep_analysis

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
@@ -14,6 +14,11 @@ from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_back
 from staticsem.errors import InputError
 
 STAGES = ("extract", "pca", "kd")
+# Teachers this wide or wider read word states from their second-to-last layer: all-mpnet-base-v2 (768 d,
+# 12 layers) gives +0.5 STS mean from layer 11 over its last (70.90 vs 70.38, the best of layers 6-12 and
+# their means), all-MiniLM-L6-v2 (384 d) the same from either (70.52 vs 70.45), so it keeps its last
+# (benchmarks/README.md §teacher_levers.py). Width and temperature did not depend on the teacher there.
+WIDE_TEACHER = 768
 OBJECTIVES = ("kd", "contrastive", "both")
 
 
@@ -46,7 +51,11 @@ class ASESettings:
     # sentences per teacher pass: 32 ran 5-15 % faster than 64 with onnx-int8 in paired 3,000-sentence
     # rounds (less padding, smaller activations to quantise), ~1 % on the whole full-recipe extraction
     batch_size: int = setting(32, "Sentences per teacher pass.")
-    layer: int | None = setting(None, "Teacher layer for stage 1 (0 = embeddings) [last].")
+    layer: int | None = setting(
+        None,
+        "Teacher layer for stage 1 (0 = embeddings, -1 = last) [SWE: the second-to-last for teachers 768 "
+        "wide or wider, else the last].",
+    )
     languages: tuple[str, ...] = setting(
         (), "Split an untagged corpus into these languages (e.g. en,de; py3langid).", comma=True
     )
@@ -84,7 +93,7 @@ class SWESettings(ASESettings):
     """Everything that decides an SWE model (recorded in its config.json): stage 1, then PCA and training."""
 
     pca_sentences: int = setting(100_000, "Sentences for the sentence-level PCA.")
-    remove_top: int | None = setting(None, "Top principal components to remove [teacher dims / 100].")
+    remove_top: int | None = setting(None, "Top principal components to remove [teacher width / 100].")
     dim: int = setting(256, "Dimensions of the model.")
     kd: KDSettings = setting(factory=KDSettings, help="Stage-3 training.", prefix="kd")
     objective: str = setting("kd", "Stage-3 training: kd, contrastive (needs --parallel) or both.")
@@ -154,3 +163,15 @@ class SWESettings(ASESettings):
             if "-" in self.kd_corpus or EMBEDDED in self.kd_corpus:
                 raise InputError("--kd-corpus takes text files (not '-' or 'embedded')")
             check_sources(self.kd_corpus)
+
+
+def for_teacher(settings: SWESettings, width: int, layers: int) -> SWESettings:
+    """``settings`` with the teacher-dependent ones left unset chosen from the teacher's ``width`` and
+    depth: the removed components (width / 100) and, for a wide teacher, its second-to-last layer."""
+    from staticsem.distillation.stages.abtt import default_remove_top
+
+    layer = settings.layer
+    if layer is None and width >= WIDE_TEACHER and layers > 1:
+        layer = -2
+    top = default_remove_top(width) if settings.remove_top is None else settings.remove_top
+    return replace(settings, layer=layer, remove_top=top)
