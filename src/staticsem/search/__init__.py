@@ -1,6 +1,7 @@
-"""Search over documents with a static model: a persistent dense (usearch HNSW) + BM25 (SQLite FTS5) index.
+"""Search over documents with a static model: a persistent dense (usearch HNSW) + BM25 (tantivy) index.
 
-Needs the ``search`` extra (``pip install staticsem[search]``: usearch). See ``staticsem.search.index``.
+Needs the ``search`` extra (``pip install staticsem[search]``: usearch, tantivy, pyarrow). See
+``staticsem.search.index``.
 Names load on first use, so ``staticsem.search.cli`` stays light.
 """
 
