@@ -39,8 +39,7 @@ class HnswSettings:
     ``expansion_add`` is 64, not 128: it halves the build for little recall (200k sentences in two graphs,
     at search expansion 320: 0.993 vs 0.996; at 128: 0.983 vs 0.991). ``exact_threshold`` is 8,192: an
     exact scan of 15,000 vectors costs 2-5 ms where a graph answers in 0.2 ms. Each graph is built on one
-    thread (USearch#735: one 1.5 M graph built by usearch on two threads found 72 % of the true top 10 even
-    at expansion 512); ``add_threads`` segments (0: one per core) are built side by side by a large
+    thread (USearch#735); ``add_threads`` segments (0: one per core) are built side by side by a large
     write. Writes under ``flush_size`` vectors wait in the buffer (searched exactly) until it holds that
     many; segments of one size tier (``flush_size`` × ``merge_factor``^i) are merged ``merge_factor`` at a
     time up to ``merge_max`` vectors after a write, and into one segment per core by ``optimize``."""
