@@ -54,15 +54,25 @@ def _modules(path: Path) -> list[dict[str, Any]]:
     return [m for m in read_json(path / "modules.json", expect=list) if isinstance(m, dict)]
 
 
+def module_folder(path: Path, kind: str) -> str | None:
+    """The folder, relative to ``path``, of a sentence-transformers folder's first module whose type ends
+    with ``kind`` (``""``: ``path`` itself); None without modules.json or such a module."""
+    if not (path / "modules.json").is_file():
+        return None
+    for module in _modules(path):
+        if str(module.get("type", "")).endswith(kind):
+            return str(module.get("path", "")).strip("./")
+    return None
+
+
 def static_module_path(path: Path) -> Path | None:
     """The folder of the StaticEmbedding module of a sentence-transformers folder, if it has one."""
     if not (path / "modules.json").is_file():
         return None
-    modules = _modules(path)
-    for module in modules:
-        if str(module.get("type", "")).endswith("StaticEmbedding"):
-            return path / str(module.get("path", "")).strip("./")
-    kinds = ", ".join(str(m.get("type", "?")).rsplit(".", 1)[-1] for m in modules)
+    folder = module_folder(path, "StaticEmbedding")
+    if folder is not None:
+        return path / folder
+    kinds = ", ".join(str(m.get("type", "?")).rsplit(".", 1)[-1] for m in _modules(path))
     raise ModelFormatError(
         f"{path}: a Sentence Transformer without a static embedding ({kinds}); "
         "make a static model from it with `staticsem distill --teacher`"

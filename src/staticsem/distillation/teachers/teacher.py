@@ -51,14 +51,11 @@ def teacher_shape(name: str | None, trust_remote_code: bool = False) -> tuple[in
     """
     from transformers import AutoConfig
 
-    path, local = resolve_teacher(name)
-    folder = ""
-    modules = Path(path) / "modules.json"
-    if local and modules.is_file():  # a Sentence Transformer folder: the transformer's own subfolder
-        import json
+    from staticsem.io.hf import module_folder
 
-        stack = json.loads(modules.read_text(encoding="utf-8"))
-        folder = next((m.get("path", "") for m in stack if m.get("type", "").endswith("Transformer")), "")
+    path, local = resolve_teacher(name)
+    # a Sentence Transformer folder: the transformer module's own subfolder
+    folder = (module_folder(Path(path), "Transformer") if local else None) or ""
     try:
         config = AutoConfig.from_pretrained(
             path, subfolder=folder, trust_remote_code=trust_remote_code, local_files_only=local
