@@ -63,7 +63,12 @@ class Index:
         self.snapshot = Snapshot(-1, -1)
         self._burials = -1
         self.query_threads = os.cpu_count() or 1  # threads one search may use (1: the calling thread only)
-        self._pools: dict[str, ThreadPoolExecutor] = {}
+        # what one search hands work to: hybrid's dense side (legs) and graph segments, which never wait on
+        # a pool themselves (threads start on first use)
+        self._pools = {
+            name: ThreadPoolExecutor(max(2, self.query_threads), f"staticsem-{name}")
+            for name in ("legs", "segments")
+        }
         if not read_only:
             self._catch_up()
         self._refresh()
@@ -117,14 +122,8 @@ class Index:
         self.store.close()
 
     def _pool(self, name: str) -> ThreadPoolExecutor | None:
-        """A pool one search hands work to (``legs``: hybrid's dense side; ``segments``: graph segments,
-        which never wait on a pool themselves), or None when a search keeps to its own thread."""
-        if self.query_threads < 2:
-            return None
-        with self._refresh_lock:
-            if name not in self._pools:
-                self._pools[name] = ThreadPoolExecutor(self.query_threads, f"staticsem-{name}")
-            return self._pools[name]
+        """The pool ``name`` (``legs`` or ``segments``), or None when a search keeps to its own thread."""
+        return self._pools[name] if self.query_threads > 1 else None
 
     def __enter__(self) -> Index:
         return self

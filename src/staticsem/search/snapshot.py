@@ -49,7 +49,7 @@ class Snapshot:
             return _live_top(segment, self.dead.get(segment.name), query, k, exact, expansion)
 
         graphs = [s for s in self.segments if s.index is not None]
-        aside = graphs[1:] if pool is not None and len(graphs) > 1 else []
+        aside = graphs[1:] if pool is not None else []
         futures = [pool.submit(top, s) for s in aside] if pool is not None else []
         parts = [self._buffer_scores(query, self.buffer_keys, self.buffer)]
         parts += [top(s) for s in self.segments if s not in aside]
