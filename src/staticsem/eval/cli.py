@@ -95,11 +95,10 @@ def evaluate(
     ] = None,
 ) -> None:
     """Measure models side by side on the evaluation tasks; write JSON + a markdown report with plots."""
+    from staticsem.distillation.teachers.backends import check_backend
     from staticsem.eval.encoders import load_encoder
     from staticsem.eval.report import rich_table, write_report
     from staticsem.eval.runner import build_tasks, run_tasks
-
-    from staticsem.distillation.teachers.backends import check_backend
 
     if not data.is_dir():
         raise InputError(f"--data {data}: no such folder")

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import logging
 import os
-from importlib.util import find_spec
 from functools import cached_property
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
