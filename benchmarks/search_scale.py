@@ -250,6 +250,7 @@ def query_phase(
 ) -> dict[str, Any]:
     """Our index read-only: recall and latency per search breadth, each mode on one thread and on every
     core, hybrid's dense-side breadth against the full one; then one-document writes."""
+    from concurrent.futures import ThreadPoolExecutor
     from dataclasses import replace
 
     import staticsem
@@ -260,7 +261,7 @@ def query_phase(
     snapshot, cores = index.snapshot, index.query_threads
     out: dict[str, Any] = {"segments": len(snapshot.segments), "hnsw": index.info()["hnsw"], "cores": cores}
     graphs = [segment for segment in snapshot.segments if segment.index is not None]
-    pool = index._pool("segments")
+    pool = ThreadPoolExecutor(max(2, cores), "bench-segments")  # as the index's own segment pool
     for ef in EFS:  # usearch's expansion_search: the recall / latency trade
         for segment in graphs:
             segment.index.expansion_search = ef
@@ -297,6 +298,7 @@ def query_phase(
         }
     index.hnsw = default
     index.close()
+    pool.shutdown()
     with Index.open(args.models / "search" / "scale" / "index", model) as writable:
         out["writes"] = writes(writable, bm25_queries)
     out["peak_rss_mib"] = peak_rss_mib()
