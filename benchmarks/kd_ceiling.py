@@ -22,9 +22,9 @@ corpus. Every run re-trains stage 3a from the same stage-2 table with one change
   sentences of 5-15 words from ``--data/corpus`` (not chosen by stage 1, none equal to an evaluation
   sentence) with their teacher embeddings; ``wiki_simple`` only those whose words are all among the
   build's 5,000 most frequent;
-- ``loss=pearson``, ``loss=mse``, ``loss=kl+pearson``: another distillation loss (train and dev) instead
+- ``loss=pearson``, ``loss=mse``, ``loss=kl_pearson``: another distillation loss (train and dev) instead
   of the in-batch similarity distributions (``kl``): the negative Pearson correlation, or the mean
-  squared difference, of the off-diagonal cosines of the batch; ``kl+pearson`` adds the two.
+  squared difference, of the off-diagonal cosines of the batch; ``kl_pearson`` adds the two.
 
 ``--teacher`` names the build's teacher (default the packaged one): the reference row and every extra
 text's embeddings come from it.
@@ -122,7 +122,7 @@ def variant_loss(kind: str, student: Any, teacher: Any, tau: float) -> Any:
     cos_s, cos_t = (s @ s.T)[off], (t @ t.T)[off]
     if kind == "mse":
         return ((cos_s - cos_t) ** 2).mean()
-    kl = similarity_loss(student, teacher, tau) if kind == "kl+pearson" else 0.0
+    kl = similarity_loss(student, teacher, tau) if kind == "kl_pearson" else 0.0
     return kl + pearson_loss(cos_s, cos_t)
 
 
@@ -196,7 +196,7 @@ def parse_run(spec: str) -> dict[str, Any]:
         if name not in types:
             raise SystemExit(f"unknown setting {name!r} in run {spec!r}")
         options[name] = value.lower() == "true" if types[name] is bool else types[name](value)
-    if options.get("loss", "kl") not in ("kl", "pearson", "mse", "kl+pearson"):
+    if options.get("loss", "kl") not in ("kl", "pearson", "mse", "kl_pearson"):
         raise SystemExit(f"unknown loss {options['loss']!r} in run {spec!r}")
     return options
 
