@@ -456,11 +456,42 @@ def test_kd_corpus_words_join_the_table_from_the_targets_passes(
     assert not np.allclose(model.word_vector("zebra"), start, atol=1e-3)  # and distillation moves it
 
 
+def test_kd_short_draws_short_unchosen_corpus_sentences_as_targets(
+    corpus_dir: Path, subword_tokenizer: Tokenizer
+) -> None:
+    plain_teacher = FakeTeacher(subword_tokenizer)
+    plain = run(corpus_dir, plain_teacher, out="plain")
+    teacher = FakeTeacher(subword_tokenizer)
+    model = run(corpus_dir, teacher, out="plain", kd_short=100)
+    work = corpus_dir / ".plain.work"
+    chosen = set(json.loads((work / "select.json").read_text())["sentences"])
+    sentences = json.loads((work / "targets.json").read_text())["sentences"]
+    lines = (corpus_dir / "corpus.txt").read_text().splitlines()
+    eligible = [t for t in dict.fromkeys(lines) if t not in chosen and 5 <= len(t.split()) <= 15]
+    assert len(sentences) == len(set(sentences)) == 100 == teacher.sentences  # extraction reused
+    assert set(sentences) <= set(eligible) and sentences != eligible[:100]  # drawn across the corpus
+    assert model.metadata["teacher_passes"] == plain.metadata["teacher_passes"] + 100
+    steps = model.metadata["steps"]
+    assert steps["kd"]["kd_train"] + steps["kd"]["kd_dev"] == plain_teacher.sentences + 100
+    assert not np.allclose(model.vectors, plain.vectors)
+    again = FakeTeacher(subword_tokenizer)
+    run(corpus_dir, again, out="plain", kd_short=100)
+    assert again.batches == 0  # the same draw: every step reused
+    other = FakeTeacher(subword_tokenizer)
+    run(corpus_dir, other, out="plain", kd_short=100, seed=1)
+    assert set(json.loads((work / "targets.json").read_text())["sentences"]) != set(sentences)
+    corpus = corpus_dir / "corpus.txt"
+    with pytest.raises(InputError, match="kd-short takes a count >= 0"):
+        settings(corpus, kd_short=-1).validate()
+    with pytest.raises(InputError, match="need --objective kd or both"):
+        settings(corpus, kd_short=10, stages=("extract", "pca")).validate()
+
+
 def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
     corpus = corpus_dir / "corpus.txt"
     with pytest.raises(InputError, match="missing"):
         settings(corpus, kd_corpus=(str(corpus_dir / "nope.txt"),)).validate()
-    with pytest.raises(InputError, match="needs --objective kd or both"):
+    with pytest.raises(InputError, match="need --objective kd or both"):
         settings(corpus, kd_corpus=(str(corpus),), stages=("extract", "pca")).validate()
     with pytest.raises(InputError, match="text files"):
         settings(corpus, kd_corpus=("embedded",)).validate()

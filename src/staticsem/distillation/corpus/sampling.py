@@ -154,3 +154,17 @@ def select_sentences(
         len(vocab) * per_word,
     )
     return Selection(chosen, filled, seen, per_word, stats)
+
+
+def sample_sentences(sentences: Iterable[str], count: int, exclude: set[str], seed: int) -> list[str]:
+    """``count`` of ``sentences`` (none in ``exclude``) drawn uniformly in one pass (reservoir sampling)."""
+    rng, kept, seen = np.random.default_rng(seed), [], 0
+    for sentence in sentences:
+        if sentence in exclude:
+            continue
+        if seen < count:
+            kept.append(sentence)
+        elif (slot := int(rng.integers(seen + 1))) < count:
+            kept[slot] = sentence
+        seen += 1
+    return kept

@@ -24,14 +24,15 @@ from safetensors.numpy import load_file
 
 from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
 from staticsem.distillation.corpus.parallel import read_pairs
+from staticsem.distillation.corpus.prefetch import background_sentences
 from staticsem.distillation.corpus.reading import (
     CorpusOptions,
     fingerprint_sources,
     iter_sentences,
 )
-from staticsem.distillation.corpus.sampling import missing_words, select_sentences
+from staticsem.distillation.corpus.sampling import missing_words, sample_sentences, select_sentences
 from staticsem.distillation.method import Frame
-from staticsem.distillation.methods.swe.settings import ASESettings, SWESettings, for_teacher
+from staticsem.distillation.methods.swe.settings import SHORT_WORDS, ASESettings, SWESettings, for_teacher
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
 from staticsem.distillation.stages.extract import extract
@@ -124,10 +125,11 @@ class Pipeline(StepRun):
             {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
         )
         objective = {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
-        if s.kd_corpus:  # keys of runs without a KD-only corpus stay as they were
+        if s.kd_corpus or s.kd_short:  # keys of runs without KD-only text stay as they were
             keys["targets"] = fingerprint(
                 {
                     "sources": [p["sha256"] for p in fingerprint_sources(s.kd_corpus)],
+                    **({"short": s.kd_short, "seed": s.seed} if s.kd_short else {}),
                     "select": keys.get("select", extract_key),
                     "teacher": s.teacher,
                     "words": (s.min_words, s.max_words),
@@ -155,7 +157,7 @@ class Pipeline(StepRun):
             self.records.update({f"{step}-{language}": record for step, record in run.records.items()})
         first = ("merge",) if self.subruns else ("vocab", "select", "extract")
         later = self.settings.stages[1:]
-        if self.settings.kd_corpus:  # the KD-only targets just before the step that uses them
+        if "targets" in self.keys:  # the KD-only targets just before the step that uses them
             later = (*later[:-1], "targets", later[-1])
         self.run_steps((*first, *later), self.keys)
         final = self.settings.stages[-1]
@@ -232,10 +234,15 @@ class Pipeline(StepRun):
         s, chosen = self.settings, set(self.chosen["sentences"])
         options = CorpusOptions(s.min_words, s.max_words)
         sentences = [t for t in iter_sentences(s.kd_corpus, options) if t not in chosen]
+        if s.kd_short:
+            if self.subruns:
+                raise InputError("--kd-short draws from a one-language corpus; use --kd-corpus here")
+            short = replace(self.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
+            exclude = chosen | set(sentences)
+            sentences += sample_sentences(background_sentences(s.corpus, short), s.kd_short, exclude, s.seed)
         if not sentences:
             raise InputError(
-                f"--kd-corpus {' '.join(s.kd_corpus)}: no new sentence of {s.min_words} to "
-                f"{s.max_words} words"
+                f"--kd-corpus / --kd-short: no new sentence of {s.min_words} to {s.max_words} words"
             )
         new = self._missing_words(sentences) if s.kd_corpus_words else []
         partial = self.work.folder / f"targets-{self.keys['targets']}.partial.safetensors"
@@ -304,7 +311,7 @@ class Pipeline(StepRun):
         if s.objective in ("kd", "both"):
             targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
             sentences = self.chosen["sentences"]
-            if s.kd_corpus:
+            if "targets" in self.keys:
                 more = load_file(str(self.work.folder / "targets.safetensors"))["embeddings"]
                 targets = np.concatenate([targets, more])
                 sentences = [*sentences, *self.records["targets"]["sentences"]]
