@@ -39,14 +39,10 @@ class TeacherEncoder:
         self.teacher, self.batch, self.progress = teacher, batch, progress
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        from tqdm import tqdm
+        from staticsem.distillation.stages.extract import sentence_embeddings
 
-        from staticsem.distillation.stages.extract import length_batches
-
-        out = np.zeros((len(texts), self.teacher.model.get_sentence_embedding_dimension()), np.float32)
-        for chosen in tqdm(length_batches(texts, self.batch), "teacher", disable=not self.progress):
-            out[chosen] = self.teacher.forward([texts[i] for i in chosen]).sentence.numpy()
-        return out
+        dim = self.teacher.model.get_sentence_embedding_dimension()
+        return sentence_embeddings(self.teacher, texts, self.batch, dim, self.progress)
 
 
 def chosen_sentences(args: Any) -> tuple[list[str], list[str]]:

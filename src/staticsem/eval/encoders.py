@@ -130,12 +130,9 @@ class TeacherBackendEncoder:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-length float32 rows."""
-        from staticsem.distillation.stages.extract import length_batches
+        from staticsem.distillation.stages.extract import sentence_embeddings
 
-        out = np.zeros((len(texts), self.info["dim"]), np.float32)
-        for chosen in length_batches(texts, self.batch_size):
-            out[chosen] = self.teacher.forward([texts[i] for i in chosen]).sentence.numpy()
-        return out
+        return sentence_embeddings(self.teacher, texts, self.batch_size, self.info["dim"])
 
 
 class Model2VecEncoder:

@@ -78,6 +78,17 @@ def length_batches(sentences: Sequence[str], batch_size: int) -> list[np.ndarray
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
+def sentence_embeddings(
+    teacher: Teacher, texts: Sequence[str], batch_size: int, dim: int, show_progress: bool = False
+) -> np.ndarray:
+    """The teacher's own ``dim``-d sentence embeddings of ``texts`` (unit rows, input order), in
+    length-sorted batches."""
+    out = np.zeros((len(texts), dim), np.float32)
+    for rows in tqdm(length_batches(texts, batch_size), "teacher", disable=not show_progress):
+        out[rows] = teacher.forward([texts[i] for i in rows]).sentence.numpy()
+    return out
+
+
 def _occurrences(
     texts: Sequence[str],
     offsets: np.ndarray,
