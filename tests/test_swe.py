@@ -485,6 +485,8 @@ def test_kd_short_draws_short_unchosen_corpus_sentences_as_targets(
         settings(corpus, kd_short=-1).validate()
     with pytest.raises(InputError, match="need --objective kd or both"):
         settings(corpus, kd_short=10, stages=("extract", "pca")).validate()
+    with pytest.raises(InputError, match="kd-short draws from a one-language corpus"):
+        replace(settings(corpus, kd_short=10), corpus=(f"en={corpus}", f"de={corpus}")).validate()
 
 
 def test_kd_corpus_is_checked(corpus_dir: Path) -> None:

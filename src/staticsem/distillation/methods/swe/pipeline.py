@@ -234,9 +234,7 @@ class Pipeline(StepRun):
         s, chosen = self.settings, set(self.chosen["sentences"])
         options = CorpusOptions(s.min_words, s.max_words)
         sentences = [t for t in iter_sentences(s.kd_corpus, options) if t not in chosen]
-        if s.kd_short:
-            if self.subruns:
-                raise InputError("--kd-short draws from a one-language corpus; use --kd-corpus here")
+        if s.kd_short:  # a one-language corpus (settings.validate)
             short = replace(self.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
             exclude = chosen | set(sentences)
             sentences += sample_sentences(background_sentences(s.corpus, short), s.kd_short, exclude, s.seed)

@@ -169,6 +169,8 @@ class SWESettings(ASESettings):
             raise InputError(
                 f"--kd-short takes a count >= 0 and a corpus read twice (not -), got {self.kd_short}"
             )
+        if self.kd_short and language_sources(self):
+            raise InputError("--kd-short draws from a one-language corpus; use --kd-corpus here")
         if (self.kd_corpus or self.kd_short) and (self.objective == "contrastive" or "kd" not in self.stages):
             raise InputError(
                 "--kd-corpus and --kd-short feed the distillation step: they need --objective kd or both"
