@@ -286,13 +286,13 @@ def test_training_computes_what_prediction_computes() -> None:
     """The torch network (table rows summed, normalised, standardised, head) gives the numpy logits."""
     import torch
 
-    from staticsem.train.fit import _Inputs, _Net
+    from staticsem.train.network import Inputs, Net
 
     model, texts = _tiny(), TEST[0] + ["", "zzz unknown", "The KING"]
     features = model.encode(texts, normalize=True)
-    inputs = _Inputs(model, texts, texts, features, freeze=False)
+    inputs = Inputs(model, texts, texts, features, freeze=False)
     rng = np.random.default_rng(0)
-    net = _Net(inputs.table, rng.normal(size=16) * 0.1, rng.uniform(0.5, 2, 16), FitSettings(hidden=4), 3)
+    net = Net(inputs.table, rng.normal(size=16) * 0.1, rng.uniform(0.5, 2, 16), 3, 0.0, 4)
     net.eval()  # prediction is the network without its training dropout
     with torch.no_grad():
         got = net(*inputs.batch("dev", np.arange(len(texts)))).numpy()

@@ -22,13 +22,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from staticsem.errors import InputError
 from staticsem.model import StaticModel
-from staticsem.quantize import dequantize
 from staticsem.train.data import Label, check_known, check_labels, class_list
 from staticsem.train.head import Head
+from staticsem.train.network import Inputs, Net
 
 logger = logging.getLogger(__name__)
 
@@ -157,8 +156,8 @@ def _fit(
     features = static.encode(train_texts, normalize=True)
     mean = features.mean(axis=0)
     scale = np.maximum(features.std(axis=0), 1e-4).astype(np.float32)
-    inputs = _Inputs(static, train_texts, dev_texts, features, settings.freeze)
-    net = _Net(inputs.table, mean, scale, settings, len(names))
+    inputs = Inputs(static, train_texts, dev_texts, features, settings.freeze)
+    net = Net(inputs.table, mean, scale, len(names), settings.dropout, settings.hidden)
     loss_fn = _loss(train_targets, settings)
     best, history = _train(net, inputs, train_targets, dev_targets, loss_fn, settings)
     net.load_state_dict(best)
@@ -225,108 +224,6 @@ def _split(targets: np.ndarray, settings: FitSettings) -> tuple[np.ndarray, np.n
     return np.setdiff1d(np.arange(len(targets)), dev_idx), dev_idx
 
 
-class _Inputs:
-    """What the network reads per text: fixed features (frozen table) or rows of a compact table."""
-
-    def __init__(
-        self, model: StaticModel, train: list[str], dev: list[str], features: np.ndarray, freeze: bool
-    ) -> None:
-        self.model, self.freeze = model, freeze
-        self.table: torch.Tensor | None = None
-        if freeze:
-            self.train_x = torch.from_numpy(features)
-            self.dev_x = torch.from_numpy(model.encode(dev, normalize=True)) if dev else None
-            return
-        train_ids, train_len = model.row_ids(train)
-        dev_ids, dev_len = model.row_ids(dev) if dev else (np.zeros(0, np.int64), np.zeros(0, np.int64))
-        self.rows = np.unique(np.concatenate([train_ids, dev_ids]))
-        full = dequantize(model.vectors, model.scales)
-        self.table = torch.from_numpy(np.array(full[self.rows], dtype=np.float32))
-        self.train_bags = _bags(np.searchsorted(self.rows, train_ids), train_len)
-        self.dev_bags = _bags(np.searchsorted(self.rows, dev_ids), dev_len)
-
-    def batch(self, which: str, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor | None]:
-        if self.freeze:
-            x = self.train_x if which == "train" else self.dev_x
-            assert x is not None
-            return x[torch.from_numpy(idx)], None
-        bags = self.train_bags if which == "train" else self.dev_bags
-        parts = [bags[i] for i in idx]
-        lengths = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
-        offsets = np.zeros(len(parts), dtype=np.int64)
-        np.cumsum(lengths[:-1], out=offsets[1:])
-        flat = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        return torch.from_numpy(flat), torch.from_numpy(offsets)
-
-    def tuned_model(self, net: _Net) -> StaticModel:
-        """The model with the trained rows written into a float32 copy of its table."""
-        model = self.model
-        assert net.table is not None
-        full = np.array(dequantize(model.vectors, model.scales), dtype=np.float32)
-        full[self.rows] = net.table.weight.detach().numpy()
-        return StaticModel(
-            model.vocab,
-            full,
-            tokenizer=model.tokenizer,
-            metadata={**model.metadata, "fine_tuned": "classifier"},
-            splitter=model.splitter.name,
-            tokens=model.tokens,
-            normalize=model.normalize,
-        )
-
-
-def _bags(ids: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
-    return np.split(ids.astype(np.int64), np.cumsum(lengths)[:-1]) if len(lengths) else []
-
-
-class _Net(nn.Module):
-    def __init__(
-        self,
-        table: torch.Tensor | None,
-        mean: np.ndarray,
-        scale: np.ndarray,
-        settings: FitSettings,
-        outputs: int,
-    ) -> None:
-        super().__init__()
-        self.table = (
-            None if table is None else nn.EmbeddingBag.from_pretrained(table, freeze=False, mode="sum")
-        )
-        self.mean: torch.Tensor
-        self.scale: torch.Tensor
-        self.register_buffer("mean", torch.from_numpy(np.asarray(mean, np.float32)))
-        self.register_buffer("scale", torch.from_numpy(np.asarray(scale, np.float32)))
-        dim = int(mean.shape[0])
-        self.dropout = nn.Dropout(settings.dropout)
-        if settings.hidden:
-            self.layers = nn.ModuleList(
-                [nn.Linear(dim, settings.hidden), nn.Linear(settings.hidden, outputs)]
-            )
-        else:
-            self.layers = nn.ModuleList([nn.Linear(dim, outputs)])
-
-    def forward(self, x: torch.Tensor, offsets: torch.Tensor | None) -> torch.Tensor:
-        if self.table is not None:
-            x = F.normalize(self.table(x, offsets), dim=1)
-        x = self.dropout((x - self.mean) / self.scale)
-        for at, layer in enumerate(self.layers):
-            x = layer(x)
-            if at < len(self.layers) - 1:
-                x = self.dropout(F.relu(x))
-        return x
-
-    def _linear(self) -> list[nn.Linear]:
-        return [layer for layer in self.layers if isinstance(layer, nn.Linear)]
-
-    def head_numpy(self) -> Head:
-        return Head(
-            self.mean.numpy().copy(),
-            self.scale.numpy().copy(),
-            [layer.weight.detach().numpy().copy() for layer in self._linear()],
-            [layer.bias.detach().numpy().copy() for layer in self._linear()],
-        )
-
-
 def _loss(targets: np.ndarray, settings: FitSettings) -> nn.Module:
     if settings.multi_label:
         positive = targets.sum(axis=0)
@@ -344,8 +241,8 @@ def _loss(targets: np.ndarray, settings: FitSettings) -> nn.Module:
 
 
 def _train(
-    net: _Net,
-    inputs: _Inputs,
+    net: Net,
+    inputs: Inputs,
     train_targets: np.ndarray,
     dev_targets: np.ndarray,
     loss_fn: nn.Module,
@@ -389,7 +286,7 @@ def _train(
 
 
 @torch.no_grad()
-def _dev_score(net: _Net, inputs: _Inputs, targets: np.ndarray, settings: FitSettings) -> float:
+def _dev_score(net: Net, inputs: Inputs, targets: np.ndarray, settings: FitSettings) -> float:
     """Dev accuracy ×100 (multi-label: micro-F1 ×100)."""
     net.eval()
     logits = []
