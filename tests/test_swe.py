@@ -117,7 +117,7 @@ def test_weight_averaging_changes_only_the_kd_key_and_off_keeps_earlier_keys(
     corpus_dir: Path, subword_tokenizer: Tokenizer
 ) -> None:
     corpus, teacher = corpus_dir / "corpus.txt", FakeTeacher(subword_tokenizer)
-    base = settings(corpus)
+    base = settings(corpus, kd_short=0)  # a run without KD-only text, as the keys were made before
     plain = Pipeline(base, corpus_dir / "m", teacher=teacher, show_progress=False).keys  # type: ignore[arg-type]
     averaged = Pipeline(
         settings(corpus, kd=replace(base.kd, average=0.9)),
@@ -383,7 +383,7 @@ def test_cli_swe_with_the_real_teacher(corpus_dir: Path, caplog: pytest.LogCaptu
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="staticsem"):
         again = CliRunner().invoke(app, args)
-    assert again.exit_code == 0 and caplog.text.count("reusing") == 5
+    assert again.exit_code == 0 and caplog.text.count("reusing") == 6  # vocab ... targets, kd
 
 
 def test_moved_corpus_with_the_same_content_reuses_every_step(
@@ -407,12 +407,13 @@ def test_kd_corpus_adds_targets_in_order_reuses_extraction_and_resumes(
 ) -> None:
     extra = write_corpus(corpus_dir / "domain.txt", count=300, seed=7)
     plain_teacher = FakeTeacher(subword_tokenizer)
-    plain = run(corpus_dir, plain_teacher, out="plain")
+    only = {"kd_corpus": (str(extra),), "kd_short": 0}  # the KD-only file alone
+    plain = run(corpus_dir, plain_teacher, out="plain", kd_short=0)
     # interrupted in the targets pass (after the extraction's batches), then resumed
     with pytest.raises(KeyboardInterrupt):
-        run(corpus_dir, FakeTeacher(subword_tokenizer, fail_after=4), out="plain", kd_corpus=(str(extra),))
+        run(corpus_dir, FakeTeacher(subword_tokenizer, fail_after=4), out="plain", **only)
     teacher = FakeTeacher(subword_tokenizer)
-    model = run(corpus_dir, teacher, out="plain", kd_corpus=(str(extra),))
+    model = run(corpus_dir, teacher, out="plain", **only)
     steps = model.metadata["steps"]
     added = steps["targets"]["teacher_passes"]
     chosen = set(json.loads((corpus_dir / ".plain.work" / "select.json").read_text())["sentences"])
@@ -428,7 +429,7 @@ def test_kd_corpus_adds_targets_in_order_reuses_extraction_and_resumes(
     assert not np.allclose(model.vectors, plain.vectors)
     # a rerun reuses every step
     again = FakeTeacher(subword_tokenizer)
-    run(corpus_dir, again, out="plain", kd_corpus=(str(extra),))
+    run(corpus_dir, again, out="plain", **only)
     assert again.batches == 0
 
 
@@ -460,7 +461,7 @@ def test_kd_short_draws_short_unchosen_corpus_sentences_as_targets(
     corpus_dir: Path, subword_tokenizer: Tokenizer
 ) -> None:
     plain_teacher = FakeTeacher(subword_tokenizer)
-    plain = run(corpus_dir, plain_teacher, out="plain")
+    plain = run(corpus_dir, plain_teacher, out="plain", kd_short=0)
     teacher = FakeTeacher(subword_tokenizer)
     model = run(corpus_dir, teacher, out="plain", kd_short=100)
     work = corpus_dir / ".plain.work"
@@ -487,6 +488,39 @@ def test_kd_short_draws_short_unchosen_corpus_sentences_as_targets(
         settings(corpus, kd_short=10, stages=("extract", "pca")).validate()
     with pytest.raises(InputError, match="kd-short draws from a one-language corpus"):
         replace(settings(corpus, kd_short=10), corpus=(f"en={corpus}", f"de={corpus}")).validate()
+
+
+def test_kd_short_by_default_draws_as_many_as_stage_1_chose(
+    corpus_dir: Path, subword_tokenizer: Tokenizer
+) -> None:
+    teacher = FakeTeacher(subword_tokenizer)
+    model = run(corpus_dir, teacher, out="default")
+    work = corpus_dir / ".default.work"
+    chosen = json.loads((work / "select.json").read_text())["sentences"]
+    short = json.loads((work / "targets.json").read_text())["sentences"]
+    assert len(short) == len(chosen) == teacher.sentences // 2 and not set(short) & set(chosen)
+    assert all(5 <= len(t.split()) <= 15 for t in short)
+    steps = model.metadata["steps"]
+    assert steps["kd"]["kd_train"] + steps["kd"]["kd_dev"] == 2 * len(chosen)
+    assert model.metadata["teacher_passes"] == 2 * len(chosen)
+    corpus = corpus_dir / "corpus.txt"
+    # where the draw cannot run, the default is none (an explicit count is an error there, tested above)
+    assert not replace(settings(corpus), corpus=("-",)).draws_short()
+    assert not settings(corpus, stages=("extract", "pca")).draws_short()
+    assert not replace(settings(corpus), corpus=(f"en={corpus}", f"de={corpus}")).draws_short()
+    assert settings(corpus).short_count(7) == 7 and settings(corpus, kd_short=0).short_count(7) == 0
+
+
+def test_kd_short_by_default_runs_without_short_sentences(
+    tmp_path: Path, subword_tokenizer: Tokenizer
+) -> None:
+    lines = write_corpus(tmp_path / "long.txt").read_text().splitlines()
+    (tmp_path / "corpus.txt").write_text("\n".join(" ".join(t.split()[:4]) for t in lines) + "\n")
+    teacher = FakeTeacher(subword_tokenizer)
+    model = run(tmp_path, teacher)  # no sentence of 5 words or more to draw: distillation as without
+    assert json.loads((tmp_path / ".model.work" / "targets.json").read_text())["sentences"] == []
+    steps = model.metadata["steps"]
+    assert steps["kd"]["kd_train"] + steps["kd"]["kd_dev"] == teacher.sentences
 
 
 def test_kd_corpus_is_checked(corpus_dir: Path) -> None:
@@ -525,16 +559,19 @@ def test_a_wide_teacher_gets_its_own_layer_and_components_and_the_config_records
         return forward(self, texts, layer)
 
     monkeypatch.setattr(FakeTeacher, "forward", recording)
-    wide = run(corpus_dir, Wide(subword_tokenizer), out="wide", remove_top=None).metadata
+    wide = run(corpus_dir, Wide(subword_tokenizer), out="wide", remove_top=None, kd_short=0).metadata
     assert (wide["settings"]["layer"], wide["settings"]["remove_top"]) == (-2, 8)
     assert wide["steps"]["pca"]["remove_top"] == 8 and set(layers) == {-2}
     layers.clear()
-    narrow = run(corpus_dir, FakeTeacher(subword_tokenizer), out="narrow", remove_top=None).metadata
+    narrow = run(
+        corpus_dir, FakeTeacher(subword_tokenizer), out="narrow", remove_top=None, kd_short=0
+    ).metadata
     assert (narrow["settings"]["layer"], narrow["settings"]["remove_top"]) == (None, 1) and set(layers) == {
         None
     }
     layers.clear()
-    given = run(corpus_dir, Wide(subword_tokenizer), out="given", layer=-1, remove_top=2).metadata
+    given = run(corpus_dir, Wide(subword_tokenizer), out="given", layer=-1, remove_top=2, kd_short=0)
+    given = given.metadata
     assert (given["settings"]["layer"], given["settings"]["remove_top"]) == (-1, 2) and set(layers) == {-1}
 
 

@@ -125,11 +125,11 @@ class Pipeline(StepRun):
             {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
         )
         objective = {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
-        if s.kd_corpus or s.kd_short:  # keys of runs without KD-only text stay as they were
+        if s.kd_corpus or s.draws_short():  # keys of runs without KD-only text stay as they were
             keys["targets"] = fingerprint(
                 {
                     "sources": [p["sha256"] for p in fingerprint_sources(s.kd_corpus)],
-                    **({"short": s.kd_short, "seed": s.seed} if s.kd_short else {}),
+                    **({"short": s.kd_short or "chosen", "seed": s.seed} if s.draws_short() else {}),
                     "select": keys.get("select", extract_key),
                     "teacher": s.teacher,
                     "words": (s.min_words, s.max_words),
@@ -234,10 +234,16 @@ class Pipeline(StepRun):
         s, chosen = self.settings, set(self.chosen["sentences"])
         options = CorpusOptions(s.min_words, s.max_words)
         sentences = [t for t in iter_sentences(s.kd_corpus, options) if t not in chosen]
-        if s.kd_short:  # a one-language corpus (settings.validate)
-            short = replace(self.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
+        short: list[str] = []
+        if count := s.short_count(len(chosen)):  # a one-language corpus (settings.validate)
+            options = replace(self.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
             exclude = chosen | set(sentences)
-            sentences += sample_sentences(background_sentences(s.corpus, short), s.kd_short, exclude, s.seed)
+            short = sample_sentences(background_sentences(s.corpus, options), count, exclude, s.seed)
+            sentences += short
+        if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
+            empty = np.zeros((0, self.records["extract"]["teacher_dim"]), np.float32)
+            save_tensors(self.work.folder / "targets.safetensors", {"embeddings": empty})
+            return {"sentences": [], "teacher_passes": 0, "words": [], "new_words": 0, "short": 0}
         if not sentences:
             raise InputError(
                 f"--kd-corpus / --kd-short: no new sentence of {s.min_words} to {s.max_words} words"
@@ -267,6 +273,7 @@ class Pipeline(StepRun):
             "teacher_passes": result.passes,
             "words": words,
             "new_words": len(words),
+            "short": len(short),
         }
 
     def _missing_words(self, sentences: list[str]) -> list[str]:

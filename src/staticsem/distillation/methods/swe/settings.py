@@ -115,12 +115,14 @@ class SWESettings(ASESettings):
         "Words of --kd-corpus seen this many times or more and missing from the vocabulary get vectors "
         "from its teacher passes and are distilled too [0: off].",
     )
-    # short corpus sentences (the length of STS pairs and queries) as distillation targets only: 80k took
-    # MiniLM's full recipe from 72.94 to 73.39 STS mean for 101 s of teacher time, mpnet's +0.22 for 360 s
-    kd_short: int = setting(
-        0,
+    # short corpus sentences (the length of STS pairs and queries) as distillation targets only. Random
+    # Wikipedia ones of 5-15 words on the full builds (benchmarks/README.md §"More levers on mpnet's full
+    # build"): MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.41 (80k)
+    kd_short: int | None = setting(
+        None,
         f"Corpus sentences of {SHORT_WORDS[0]}-{SHORT_WORDS[1]} words (not chosen by stage 1, drawn at "
-        "random) added as distillation targets only: one teacher pass each [0: none; 80000 gave +0.2-0.45].",
+        "random) added as distillation targets only: one teacher pass each [default: as many as stage 1 "
+        "chose, where the corpus allows (files in one language, a distillation step); 0: none].",
     )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
     keep_analysis: bool = setting(
@@ -165,13 +167,14 @@ class SWESettings(ASESettings):
             raise InputError(
                 f"--kd-corpus-words takes a count >= 0 and needs --kd-corpus, got {self.kd_corpus_words}"
             )
-        if self.kd_short < 0 or (self.kd_short and "-" in self.corpus):
+        asked = self.kd_short or 0
+        if asked < 0 or (asked and "-" in self.corpus):
             raise InputError(
                 f"--kd-short takes a count >= 0 and a corpus read twice (not -), got {self.kd_short}"
             )
-        if self.kd_short and language_sources(self):
+        if asked and language_sources(self):
             raise InputError("--kd-short draws from a one-language corpus; use --kd-corpus here")
-        if (self.kd_corpus or self.kd_short) and (self.objective == "contrastive" or "kd" not in self.stages):
+        if (self.kd_corpus or asked) and not self._distils():
             raise InputError(
                 "--kd-corpus and --kd-short feed the distillation step: they need --objective kd or both"
             )
@@ -179,6 +182,22 @@ class SWESettings(ASESettings):
             if "-" in self.kd_corpus or EMBEDDED in self.kd_corpus:
                 raise InputError("--kd-corpus takes text files (not '-' or 'embedded')")
             check_sources(self.kd_corpus)
+
+    def _distils(self) -> bool:
+        return self.objective != "contrastive" and "kd" in self.stages
+
+    def draws_short(self) -> bool:
+        """Whether distillation gets short corpus sentences: asked for, or by default where the corpus
+        allows it (files, one language) and a distillation step runs."""
+        if self.kd_short is not None:
+            return self.kd_short > 0
+        return "-" not in self.corpus and not language_sources(self) and self._distils()
+
+    def short_count(self, chosen: int) -> int:
+        """How many short sentences to draw: ``--kd-short``, by default ``chosen`` (stage 1's count)."""
+        if not self.draws_short():
+            return 0
+        return chosen if self.kd_short is None else self.kd_short
 
 
 def for_teacher(settings: SWESettings, width: int, layers: int) -> SWESettings:
