@@ -192,6 +192,28 @@ def test_writes_across_segments_match_a_fresh_build(model: StaticModel, tmp_path
     assert reopened.search("cat king", 5) == index.search("cat king", 5)
 
 
+def test_a_write_returns_with_the_lexical_merges_it_started_finished(
+    model: StaticModel, tmp_path: Path
+) -> None:
+    """tantivy merges segments on background threads after a commit; a write (and a build, before it renames
+    its folder) waits for them, so no file of the index changes once it returned."""
+    import time
+
+    def files(folder: Path) -> dict[str, int]:
+        return {p.name: p.stat().st_mtime_ns for p in sorted((folder / "lexical").iterdir())}
+
+    for trial in range(3):  # a merge outlives an unwaited write in about four runs out of five here
+        folder = tmp_path / f"ix{trial}"
+        documents = [{"id": f"d{i}", "text": text} for i, text in enumerate(texts(trial, 60))]
+        index = Index.build(model, documents, folder, hnsw=HnswSettings(flush_size=4, exact_threshold=10))
+        for i in range(12):  # one lexical commit each: enough segments for tantivy's merge policy
+            index.add([{"id": f"s{i}", "text": "cat king"}])
+        after = files(folder)
+        time.sleep(0.5)
+        assert files(folder) == after, trial
+        index.close()
+
+
 # ---------------------------------------------------------------------- format, migration, export
 def _format1(model: StaticModel, model_dir: Path, folder: Path) -> None:
     """An index folder as format 1 wrote it (config.json and the docs table of docs.sqlite)."""

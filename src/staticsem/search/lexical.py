@@ -149,5 +149,9 @@ class LexicalWriter:
         self.lexical.reload()
 
     def close(self) -> None:
-        """Release the writer (and its lock); uncommitted changes are dropped."""
-        self.writer = None
+        """Release the writer (and its lock) once the merges its commits started are done; uncommitted
+        changes are dropped. Dropping it alone leaves tantivy's merge threads writing and deleting files
+        after the write returned (under a folder ``build`` is about to rename, or beside the next write)."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.wait_merging_threads()
