@@ -178,6 +178,11 @@ def writes(index: Any, texts: list[str]) -> dict[str, Any]:
     return {"add": adds, "delete": deletes, "adds found": found, "writes": WRITES}
 
 
+def truth_key(args: Any) -> dict[str, Any]:
+    """What the stored vectors and exact top-10 depend on."""
+    return {"model": str(args.model), "limit": args.limit, "queries": args.queries, "data": str(args.data)}
+
+
 def phase(args: Any) -> dict[str, Any]:
     """One measured step of ``scale``, in its own process."""
     import staticsem
@@ -214,7 +219,11 @@ def phase(args: Any) -> dict[str, Any]:
         np.save(vectors_file, vectors)
         truth = np.vstack([top10(vectors @ q) for q in query_vectors])
         np.save(truth_file, truth)
+        (work / "truth.json").write_text(json.dumps(truth_key(args)))
         return {"encode_seconds": seconds, "sentences": len(texts), "sentences_per_s": len(texts) / seconds}
+    made = json.loads((work / "truth.json").read_text()) if (work / "truth.json").is_file() else None
+    if made != truth_key(args):  # a vectors phase of another run would give a meaningless recall
+        raise SystemExit(f"{truth_file} was made for {made}, not {truth_key(args)}: run the vectors phase")
     truth = np.load(truth_file)
     if args.phase == "vicinity":
         from vicinity import Backend, Vicinity
