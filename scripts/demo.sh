@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 S=.venv/bin/staticsem
 MODEL=${MODEL:-models/demo}
-if .venv/bin/python -c "import sys; from staticsem.distillation.embedded import available; sys.exit(not available())"; then
+if .venv/bin/python -c "import sys; from staticsem.distillation.corpus.embedded import available; sys.exit(not available())"; then
     $S distill --out "$MODEL" --corpus embedded --vocab-size 10000 --sentences-per-word 5 --pca-sentences 30000 \
         --kd-max-steps 3000
 else
