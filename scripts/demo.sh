@@ -11,6 +11,7 @@ if .venv/bin/python -c "import sys; from staticsem.distillation.corpus.embedded 
     $S distill --out "$MODEL" --corpus embedded --vocab-size 10000 --sentences-per-word 5 --pca-sentences 30000 \
         --kd-max-steps 3000
 else
+    echo "The embedded corpus (Debian's wordnet-base and dict-gcide) is not installed: the corpus-free token method instead."
     $S distill --method token --out "$MODEL"
 fi
 $S info "$MODEL"
