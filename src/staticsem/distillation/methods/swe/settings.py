@@ -116,8 +116,9 @@ class SWESettings(ASESettings):
         "from its teacher passes and are distilled too [0: off].",
     )
     # short corpus sentences (the length of STS pairs and queries) as distillation targets only. Random
-    # Wikipedia ones of 5-15 words on the full builds (benchmarks/README.md §"More levers on mpnet's full
-    # build"): MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.41 (80k)
+    # Wikipedia ones of 5-15 words on the full builds (benchmarks/README.md §"Short sentences at scale"):
+    # MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.35-73.41; the default
+    # (as many as chosen, 119k) built from scratch: MiniLM 73.56 in 11.7 min, mpnet 73.46
     kd_short: int | None = setting(
         None,
         f"Corpus sentences of {SHORT_WORDS[0]}-{SHORT_WORDS[1]} words (not chosen by stage 1, drawn at "
