@@ -118,7 +118,7 @@ class SWESettings(ASESettings):
     # short corpus sentences (the length of STS pairs and queries) as distillation targets only. Random
     # Wikipedia ones of 5-15 words on the full builds (benchmarks/README.md §"Short sentences at scale"):
     # MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.35-73.41; the default
-    # (as many as chosen, 119k) built from scratch: MiniLM 73.56 in 11.7 min, mpnet 73.46
+    # (as many as chosen, 119k) built from scratch: MiniLM 73.56 in 11.7 min, mpnet 73.46 in 40.2 min
     kd_short: int | None = setting(
         None,
         f"Corpus sentences of {SHORT_WORDS[0]}-{SHORT_WORDS[1]} words (not chosen by stage 1, drawn at "
