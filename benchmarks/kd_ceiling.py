@@ -61,7 +61,6 @@ RUNS = (
 
 
 WIKI = {"wiki_short": 0, "wiki_simple": 5_000}  # run option → vocabulary rank every word is within (0: any)
-WIKI_WORDS = (5, 15)
 EXTRA = {  # run option → (file under --data, the columns holding English sentences)
     "stsb_train": ("sts/stsb-train.tsv", (1, 2)),
     "parallel_en": ("parallel/en-de-train-all.tsv", (0,)),
@@ -84,17 +83,19 @@ def extra_sentences(data: Path, name: str, exclude: set[str]) -> tuple[list[str]
 
 
 def wiki_sentences(args: Any, name: str, count: int, exclude: set[str]) -> list[str]:
-    """``count`` random sentences of ``WIKI_WORDS`` words from the corpus files under ``--data``, none chosen
-    by stage 1 or equal to an excluded one (``WIKI[name]``: only the most frequent words)."""
+    """``count`` random sentences of ``--kd-short``'s length (``SHORT_WORDS``) from the corpus files under
+    ``--data``, none chosen by stage 1 or equal to an excluded one (``WIKI[name]``: only the most frequent
+    words)."""
     import random
 
     from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
+    from staticsem.distillation.methods.swe.settings import SHORT_WORDS
 
     chosen = set(json.loads((args.work / "select.json").read_text())["sentences"])
     files = sorted(str(p) for p in (args.data / "corpus").glob("*.txt.gz"))
     pool = [
         s
-        for s in iter_sentences(files, CorpusOptions(*WIKI_WORDS))
+        for s in iter_sentences(files, CorpusOptions(*SHORT_WORDS))
         if s not in chosen and normal(s) not in exclude
     ]
     if WIKI[name]:
@@ -260,7 +261,7 @@ def main() -> None:
             extra[name] = texts, teacher_embeddings(texts, work / "onnx", args.teacher)
             seconds = time.perf_counter() - started
             results[f"extra:{name}"] = {"sentences": len(texts), "teacher_seconds": seconds}
-            print(f"{name}: {len(texts):,} sentences of {WIKI_WORDS} words, {seconds:.0f} s")
+            print(f"{name}: {len(texts):,} short sentences, {seconds:.0f} s")
     for spec in (s.strip() for s in args.runs.split(",") if s.strip()):
         options = parse_run(spec)
         fraction, oracle = options.pop("fraction", 1.0), options.pop("oracle", 0)

@@ -188,7 +188,7 @@ def phase(args: Any) -> dict[str, Any]:
     import staticsem
 
     work = args.models / "search" / "scale"
-    vectors_file, truth_file = work / "vectors.npy", work / "truth.npy"
+    vectors_file, truth_file, made_for = work / "vectors.npy", work / "truth.npy", work / "truth.json"
     model = staticsem.load(args.model)
     queries = query_sentences(args.data, args.queries)
     bm25_queries = queries[: args.bm25_queries]
@@ -219,9 +219,9 @@ def phase(args: Any) -> dict[str, Any]:
         np.save(vectors_file, vectors)
         truth = np.vstack([top10(vectors @ q) for q in query_vectors])
         np.save(truth_file, truth)
-        (work / "truth.json").write_text(json.dumps(truth_key(args)))
+        made_for.write_text(json.dumps(truth_key(args)))
         return {"encode_seconds": seconds, "sentences": len(texts), "sentences_per_s": len(texts) / seconds}
-    made = json.loads((work / "truth.json").read_text()) if (work / "truth.json").is_file() else None
+    made = json.loads(made_for.read_text()) if made_for.is_file() else None
     if made != truth_key(args):  # a vectors phase of another run would give a meaningless recall
         raise SystemExit(f"{truth_file} was made for {made}, not {truth_key(args)}: run the vectors phase")
     truth = np.load(truth_file)

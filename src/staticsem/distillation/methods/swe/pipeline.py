@@ -236,9 +236,9 @@ class Pipeline(StepRun):
         sentences = [t for t in iter_sentences(s.kd_corpus, options) if t not in chosen]
         short: list[str] = []
         if count := s.short_count(len(chosen)):  # a one-language corpus (settings.validate)
-            options = replace(self.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
+            lengths = replace(self.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
             exclude = chosen | set(sentences)
-            short = sample_sentences(background_sentences(s.corpus, options), count, exclude, s.seed)
+            short = sample_sentences(background_sentences(s.corpus, lengths), count, exclude, s.seed)
             sentences += short
         if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
             empty = np.zeros((0, self.records["extract"]["teacher_dim"]), np.float32)
