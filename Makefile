@@ -10,6 +10,6 @@ test: setup
 	HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q
 
 lint:
-	.venv/bin/ruff check src tests benchmarks
-	.venv/bin/ruff format --check src tests benchmarks
+	.venv/bin/ruff check src tests benchmarks studies
+	.venv/bin/ruff format --check src tests benchmarks studies
 	.venv/bin/mypy src

@@ -17,7 +17,7 @@ STAGES = ("extract", "pca", "kd")
 # Teachers this wide or wider read word states from their second-to-last layer: all-mpnet-base-v2 (768 d,
 # 12 layers) gives +0.5 STS mean from layer 11 over its last (70.90 vs 70.38, the best of layers 6-12 and
 # their means), all-MiniLM-L6-v2 (384 d) the same from either (70.52 vs 70.45), so it keeps its last
-# (benchmarks/README.md §teacher_levers.py). Width and temperature did not depend on the teacher there.
+# (studies/README.md §teacher_levers.py). Width and temperature did not depend on the teacher there.
 WIDE_TEACHER = 768
 OBJECTIVES = ("kd", "contrastive", "both")
 SHORT_WORDS = (5, 15)  # words of a --kd-short sentence
@@ -116,7 +116,7 @@ class SWESettings(ASESettings):
         "from its teacher passes and are distilled too [0: off].",
     )
     # short corpus sentences (the length of STS pairs and queries) as distillation targets only. Random
-    # Wikipedia ones of 5-15 words on the full builds (benchmarks/README.md §"Short sentences at scale"):
+    # Wikipedia ones of 5-15 words on the full builds (studies/README.md §"Short sentences at scale"):
     # MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.35-73.41; the default
     # (as many as chosen, 119k) built from scratch: MiniLM 73.56 in 11.7 min, mpnet 73.46 in 40.2 min
     kd_short: int | None = setting(

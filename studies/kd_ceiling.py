@@ -33,9 +33,9 @@ The teacher and every run are evaluated in the same process (STS Spearman ×100,
 
 Run::
 
-    python benchmarks/kd_ceiling.py --work /tmp/.swe-quiet.work --output benchmarks/results/kd_ceiling.json
-    python benchmarks/kd_ceiling.py --work /tmp/.swe-quiet.work --runs default,tau=0.02,oracle=5+patience=20
-    python benchmarks/kd_ceiling.py --work - --runs stsb_train=1+parallel_en=1 --write-text domain.txt
+    python studies/kd_ceiling.py --work /tmp/.swe-quiet.work --output studies/results/kd_ceiling.json
+    python studies/kd_ceiling.py --work /tmp/.swe-quiet.work --runs default,tau=0.02,oracle=5+patience=20
+    python studies/kd_ceiling.py --work - --runs stsb_train=1+parallel_en=1 --write-text domain.txt
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+import _benchmarks  # noqa: F401  (benchmarks/ on the path: _common, teacher_backends)
 import _common as common
 
 STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")

@@ -32,11 +32,11 @@ Results of several invocations (teachers, run batches) are merged into ``--outpu
 
 Run (each teacher pass and KD batch under the machine's lock)::
 
-    flock /tmp/heavy.lock python benchmarks/teacher_levers.py --teacher ../teachers/mpnet --label mpnet \
-        --work /tmp/tl-mpnet.work --output benchmarks/results/teacher_levers.json
-    flock /tmp/heavy.lock python benchmarks/teacher_levers.py --label minilm --work /tmp/tl-minilm.work \
-        --runs default,kd=false --output benchmarks/results/teacher_levers.json
-    flock /tmp/heavy.lock python benchmarks/teacher_levers.py --teacher ../teachers/mpnet --label mpnet \
+    flock /tmp/heavy.lock python studies/teacher_levers.py --teacher ../teachers/mpnet --label mpnet \
+        --work /tmp/tl-mpnet.work --output studies/results/teacher_levers.json
+    flock /tmp/heavy.lock python studies/teacher_levers.py --label minilm --work /tmp/tl-minilm.work \
+        --runs default,kd=false --output studies/results/teacher_levers.json
+    flock /tmp/heavy.lock python studies/teacher_levers.py --teacher ../teachers/mpnet --label mpnet \
         --work /tmp/tl-mpnet.work --layers 6,8,10,11,12 --runs layer=10,layer=11 --output ...
 """
 
@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+import _benchmarks  # noqa: F401  (benchmarks/ on the path: _common, teacher_backends)
 import _common as common
 
 STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
@@ -508,7 +509,7 @@ def report(label: str, entry: dict[str, Any]) -> None:
 
 
 def markdown(saved: dict[str, Any]) -> None:
-    """The README's tables: every run of every teacher, then the teachers' geometry."""
+    """The tables of studies/README.md: every run of every teacher, then the teachers' geometry."""
     print(
         "| teacher | run | dims | k | STS-B dev | SICK-R trial | SICK-R train | STS mean | word-sim "
         "| KD steps (best) | KD s |"

@@ -9,8 +9,8 @@ the model covers; words a small prefix never saw keep their random initial vecto
 
 Run::
 
-    python benchmarks/x2static_scaling.py --work benchmarks/.models/methods/.x2s-sent-100000.work \\
-        --output benchmarks/results/x2static_scaling.json
+    python studies/x2static_scaling.py --work benchmarks/.models/methods/.x2s-sent-100000.work \\
+        --output studies/results/x2static_scaling.json
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+import _benchmarks  # noqa: F401  (benchmarks/ on the path: _common, teacher_backends)
 import _common as common
 
 SETS = ("simlex999", "wordsim353-all", "men3000", "rg65", "mturk287", "mturk771")  # as methods.py

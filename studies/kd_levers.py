@@ -20,8 +20,8 @@ Teacher outputs are cached in the work folder.
 
 Run::
 
-    python benchmarks/kd_levers.py --work /tmp/.swe-dom.work --kd-teacher /work/teachers/mpnet \
-        --runs build,split,kd_teacher,augment,domain_vocab=3 --output benchmarks/results/kd_levers.json
+    python studies/kd_levers.py --work /tmp/.swe-dom.work --kd-teacher /work/teachers/mpnet \
+        --runs build,split,kd_teacher,augment,domain_vocab=3 --output studies/results/kd_levers.json
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+import _benchmarks  # noqa: F401  (benchmarks/ on the path: _common, teacher_backends)
 import _common as common
 from kd_ceiling import STS_FILES, normal, parse_run, report, teacher_embeddings
 
