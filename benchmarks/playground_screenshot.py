@@ -2,7 +2,8 @@
 
 Serves ``--model`` (default: the 30k × 256 token model of ``_common.build_staticsem``) with an index of
 the first ``--documents`` Wikipedia sentences (built once into ``--models``), types sentences, looks up a
-word's neighbours, searches the index, and saves the page to ``benchmarks/results/playground.png``.
+word's neighbours, searches the index, and saves the page to ``docs/assets/playground.png`` (the docs' Serving
+page shows it).
 
     python benchmarks/playground_screenshot.py
 """
@@ -45,7 +46,7 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=None)
     parser.add_argument("--documents", type=int, default=20_000, help="Wikipedia sentences in the index")
     parser.add_argument("--port", type=int, default=8766)
-    parser.add_argument("--screenshot", type=Path, default=common.REPO / "benchmarks/results/playground.png")
+    parser.add_argument("--screenshot", type=Path, default=common.REPO / "docs/assets/playground.png")
     args = parser.parse_args()
     common.offline()
     model = args.model or common.build_staticsem(args.models, args.data)[1]

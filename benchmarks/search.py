@@ -34,7 +34,9 @@ CONVEX_GRID = [0.02, *(round(0.05 * i, 2) for i in range(1, 20))]
 
 def parse_args() -> Any:
     parser = common.base_parser(__doc__)
-    parser.add_argument("--swe", type=Path, required=True, help="the SWE model (README's full recipe)")
+    parser.add_argument(
+        "--swe", type=Path, required=True, help="the SWE model (docs/recipes.md's full recipe)"
+    )
     return parser.parse_args()
 
 

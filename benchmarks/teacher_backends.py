@@ -1,7 +1,7 @@
 """Teacher backends (torch, onnx, onnx-int8) in one run: throughput on the full recipe's chosen sentences,
 agreement with torch, the teacher's own STS, and (``--ab``) an SWE build per backend.
 
-1. The full recipe's sentence choice (the README's command: the three Wikipedia files, 50k words,
+1. The full recipe's sentence choice (the command of docs/recipes.md: the three Wikipedia files, 50k words,
    N = 10) is run once into ``--models/.swe-wiki-n10.work`` (reused later; ``--work`` picks another);
    ``--sentences`` of the chosen sentences, drawn at random, are the throughput sample.
 2. Each backend runs stage-1 extraction (``extract``: tokenise, teacher pass, word states, sentence

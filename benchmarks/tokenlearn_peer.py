@@ -16,7 +16,7 @@ Then SWE, tokenlearn and plain model2vec (``model2vec.distill`` of the same teac
 on the dev STS files, word similarity, classification, SciFact retrieval and clustering; the teacher on
 the STS files only (it runs for minutes on the rest and is not what is compared here).
 
-Run (after the README's full recipe, or any SWE build whose work folder is kept)::
+Run (after the full recipe of docs/recipes.md, or any SWE build whose work folder is kept)::
 
     python benchmarks/tokenlearn_peer.py --swe models/swe-wiki --work models/.swe-wiki.work \\
         --output benchmarks/results/tokenlearn_peer.json

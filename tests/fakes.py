@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import signal
@@ -225,3 +226,73 @@ def slow_first_split(sentence: str) -> list[str]:
     if "w_slow" in sentence:
         time.sleep(1.0)
     return sentence.split()
+
+
+SENTENCES = [
+    "the cat sat on the mat",
+    "a dog ran",
+    "the king and the queen",
+    "a happy man",
+    "the woman sat",
+    "paris france",
+    "the house on the mat",
+    "a cat and a dog",
+]
+
+
+def write_rows(path: Path, rows: list[str]) -> None:
+    """``rows`` as the lines of ``path`` (its folders made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def write_eval_data(root: Path) -> Path:
+    """A miniature of the shared data folder under ``root``, with every task's layout."""
+    pairs = [
+        f"{i % 5}\t{a}\t{b}"
+        for i, (a, b) in enumerate(zip(SENTENCES, SENTENCES[1:] + SENTENCES[:1], strict=True))
+    ]
+    write_rows(root / "sts" / "stsb-dev.tsv", pairs)
+    write_rows(root / "sts" / "sickr-trial.tsv", pairs[::-1])
+    write_rows(
+        root / "wordsim" / "toy.tsv", ["cat\tdog\t7", "king\tqueen\t9", "man\twoman\t8", "house\tmat\t2"]
+    )
+    write_rows(
+        root / "wordsim" / "analogy" / "msr.tsv", ["x\tman\tking\twoman\tqueen", "x\tcat\tdog\tking\tqueen"]
+    )
+    write_rows(
+        root / "classification" / "toy-all.tsv", [f"{'ab'[i % 2]}\t{SENTENCES[i % 8]}" for i in range(40)]
+    )
+    beir = root / "retrieval" / "toy"
+    write_rows(
+        beir / "corpus.jsonl",
+        [json.dumps({"_id": str(i), "title": "", "text": s}) for i, s in enumerate(SENTENCES)],
+    )
+    write_rows(beir / "queries.jsonl", [json.dumps({"_id": "q", "text": "a cat"})])
+    write_rows(beir / "qrels" / "test.tsv", ["query-id\tcorpus-id\tscore", "q\t7\t1"])
+    write_rows(root / "clustering" / "toy.tsv", [f"{'xyz'[i % 3]}\t{s}" for i, s in enumerate(SENTENCES)])
+    write_rows(
+        root / "auxiliary" / "enwiki_word_freq_min200.tsv",
+        [
+            f"{w}\t{1000 - 10 * i}"
+            for i, w in enumerate(
+                [
+                    "the",
+                    "a",
+                    "on",
+                    "and",
+                    "cat",
+                    "dog",
+                    "man",
+                    "woman",
+                    "king",
+                    "queen",
+                    "house",
+                    "mat",
+                    "sat",
+                    "ran",
+                ]
+            )
+        ],
+    )
+    return root

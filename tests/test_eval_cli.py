@@ -10,6 +10,7 @@ import pytest
 from safetensors.numpy import save_file
 from typer.testing import CliRunner
 
+from fakes import SENTENCES, write_eval_data
 from staticsem import StaticModel
 from staticsem.cli import app
 from staticsem.errors import InputError, ModelFormatError
@@ -21,16 +22,6 @@ from staticsem.eval.report import write_report
 from staticsem.io import export
 
 runner = CliRunner()
-SENTENCES = [
-    "the cat sat on the mat",
-    "a dog ran",
-    "the king and the queen",
-    "a happy man",
-    "the woman sat",
-    "paris france",
-    "the house on the mat",
-    "a cat and a dog",
-]
 
 
 class BagEncoder:
@@ -41,59 +32,10 @@ class BagEncoder:
         return np.array([[t.lower().split().count(w) for w in words] for t in texts], dtype=np.float32)
 
 
-def write(path: Path, rows: list[str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
-
-
 @pytest.fixture()
 def data_dir(tmp_path: Path) -> Path:
     """A miniature of the shared data folder, with every task's layout."""
-    root = tmp_path / "data"
-    pairs = [
-        f"{i % 5}\t{a}\t{b}"
-        for i, (a, b) in enumerate(zip(SENTENCES, SENTENCES[1:] + SENTENCES[:1], strict=True))
-    ]
-    write(root / "sts" / "stsb-dev.tsv", pairs)
-    write(root / "sts" / "sickr-trial.tsv", pairs[::-1])
-    write(root / "wordsim" / "toy.tsv", ["cat\tdog\t7", "king\tqueen\t9", "man\twoman\t8", "house\tmat\t2"])
-    write(
-        root / "wordsim" / "analogy" / "msr.tsv", ["x\tman\tking\twoman\tqueen", "x\tcat\tdog\tking\tqueen"]
-    )
-    write(root / "classification" / "toy-all.tsv", [f"{'ab'[i % 2]}\t{SENTENCES[i % 8]}" for i in range(40)])
-    beir = root / "retrieval" / "toy"
-    write(
-        beir / "corpus.jsonl",
-        [json.dumps({"_id": str(i), "title": "", "text": s}) for i, s in enumerate(SENTENCES)],
-    )
-    write(beir / "queries.jsonl", [json.dumps({"_id": "q", "text": "a cat"})])
-    write(beir / "qrels" / "test.tsv", ["query-id\tcorpus-id\tscore", "q\t7\t1"])
-    write(root / "clustering" / "toy.tsv", [f"{'xyz'[i % 3]}\t{s}" for i, s in enumerate(SENTENCES)])
-    write(
-        root / "auxiliary" / "enwiki_word_freq_min200.tsv",
-        [
-            f"{w}\t{1000 - 10 * i}"
-            for i, w in enumerate(
-                [
-                    "the",
-                    "a",
-                    "on",
-                    "and",
-                    "cat",
-                    "dog",
-                    "man",
-                    "woman",
-                    "king",
-                    "queen",
-                    "house",
-                    "mat",
-                    "sat",
-                    "ran",
-                ]
-            )
-        ],
-    )
-    return root
+    return write_eval_data(tmp_path / "data")
 
 
 def test_run_tasks_reports_every_task_and_is_reproducible(

@@ -57,7 +57,7 @@ def test_langchain_in_memory_vector_store(tiny_model: StaticModel) -> None:
 
 
 def test_langchain_openai_embeddings_against_a_live_server(saved_model: Path) -> None:
-    """The README's language-neutral option: LangChain's OpenAIEmbeddings pointed at `staticsem serve`."""
+    """docs/integrations.md's option for any framework: LangChain's OpenAIEmbeddings on `staticsem serve`."""
     from langchain_openai import OpenAIEmbeddings
 
     served = staticsem.load(saved_model)

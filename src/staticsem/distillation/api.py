@@ -47,16 +47,18 @@ def distill(
 ) -> StaticModel:
     """Distil a static model from ``teacher`` (``None``: the packaged all-MiniLM-L6-v2), or train a baseline.
 
+    ``corpus``, ``teacher``, ``vocabulary``, ``vocab_size``, ``dim``, ``seed`` and ``teacher_backend`` are
+    settings most methods share; ``None`` keeps the method's default. ``corpus`` takes text files (``.txt``,
+    ``.gz``, ``.jsonl``), ``-`` or ``embedded``; ``LANG=FILE`` tags a language (swe, ase).
+    ``teacher_backend``: ``torch``, ``onnx`` or ``onnx-int8`` (the default), what runs the teacher's
+    transformer.
+
     :param method: a registered method (``staticsem.distillation.methods.methods()``): ``swe`` (corpus →
         extraction → sentence PCA → knowledge distillation, the default), ``ase`` (stage 1 alone, from any
         teacher ``layer``), ``x2static``, ``token`` (no corpus), ``word2vec`` / ``fasttext`` (gensim; no
         teacher), ``glove`` (no teacher).
     :param out: folder to save the model to; work files live beside it in ``.NAME.work`` (or ``work_dir``,
         which several runs of one method may share to reuse their steps).
-    :param corpus, teacher, vocabulary, vocab_size, dim, seed, teacher_backend: settings most methods share;
-        ``None`` keeps the method's default. ``corpus`` takes text files (``.txt``, ``.gz``, ``.jsonl``),
-        ``-`` or ``embedded``; ``LANG=FILE`` tags a language (swe, ase). ``teacher_backend``: ``torch``,
-        ``onnx`` or ``onnx-int8`` (the default), what runs the teacher's transformer.
     :param options: the other fields of the method's settings dataclass (``method.settings``), e.g.
         ``sentences_per_word``, ``kd=KDSettings(...)``, ``objective``/``parallel`` (swe), ``layer`` (swe,
         ase), ``context``, ``epochs`` (x2static), ``sg``, ``window`` (word2vec, fasttext), ``x_max``

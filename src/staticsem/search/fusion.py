@@ -3,7 +3,7 @@
 ``rrf``: reciprocal-rank fusion, ``sum_m w_m / (rrf_k + rank_m(d))`` (Cormack et al. 2009); ranks only,
 so the two scales never need to agree. ``convex``: ``sum_m w_m * minmax_m(score_m(d))``, each list's
 scores min-max scaled to [0, 1] over its candidates (a document missing from a list gets 0 there).
-Measured on SciFact in ``benchmarks/search.py`` (benchmarks/README.md §search.py): with a static model's
+Measured on SciFact in ``benchmarks/search.py`` (docs/benchmarks/search-and-serving.md): with a static model's
 dense list far weaker than BM25 (47 vs 70 nDCG@10), RRF at equal weights falls to 61.6 and no RRF weight
 beats BM25 alone, while ``convex`` with dense weight 0.25 (chosen on each half of the queries, scored on
 the other) reaches 70.9. That is the default.

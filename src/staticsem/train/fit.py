@@ -66,7 +66,7 @@ class FitSettings:
     """
 
     freeze: bool = False
-    hidden: int = 512  # chosen on dev accuracy (benchmarks/README.md §classify.py), as model2vec's head
+    hidden: int = 512  # chosen on dev accuracy (docs/benchmarks/classification.md), as model2vec's head
     multi_label: bool = False
     class_weights: bool = False
     epochs: int = 30
