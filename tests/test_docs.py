@@ -84,6 +84,7 @@ def page_folder(demo_model: Path, tmp_path_factory: pytest.TempPathFactory) -> C
 NAMESPACES: dict[str, dict[str, Any]] = {}  # the Python blocks of one page share their names
 
 
+@pytest.mark.slow  # the demo model comes from the real packaged teacher
 @pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
 def test_docs_example(
     block: Block, page_folder: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
