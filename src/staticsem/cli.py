@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from staticsem.errors import StaticsemError
+from staticsem.io.hub import REVISION_HELP
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
@@ -29,11 +30,12 @@ err = Console(stderr=True)
 ModelArg = Annotated[
     Path,
     typer.Argument(
-        help="Model: staticsem folder, word2vec/GloVe/fastText file, "
-        "model2vec or sentence-transformers static folder."
+        help="Model: staticsem folder, word2vec/GloVe/fastText file, model2vec or sentence-transformers "
+        "static folder, or a Hugging Face hub name (org/name; needs staticsem[hub]; a path that exists wins)."
     ),
 ]
 DimOpt = Annotated[int | None, typer.Option(help="Keep only the first DIM dimensions.")]
+RevisionOpt = Annotated[str | None, typer.Option(help=REVISION_HELP)]
 
 
 def _command(
@@ -60,10 +62,17 @@ def _command(
     return register
 
 
-def _load(path: Path, dim: int | None = None):  # type: ignore[no-untyped-def]
+def _load(path: Path, dim: int | None = None, revision: str | None = None):  # type: ignore[no-untyped-def]
     from staticsem.io import load
 
-    return load(path, dim=dim)
+    return load(path, dim=dim, revision=revision)
+
+
+def _folder(model: Path, revision: str | None) -> Path:
+    """The local path of MODEL (a hub name is downloaded into the hub's cache)."""
+    from staticsem.io.hub import resolve
+
+    return resolve(model, revision)
 
 
 def _neighbours_table(title: str, rows: list[tuple[str, float]]) -> Table:
@@ -117,10 +126,12 @@ def encode(
     id_field: Annotated[
         str | None, typer.Option(help="Folder output: the id field of .jsonl/.parquet [FILE:ROW].")
     ] = None,
+    revision: RevisionOpt = None,
 ) -> None:
     """Encode each line of a file to an L2-normalised vector (empty lines give zero rows)."""
     from staticsem.lines import Errors, read_lines, write_embeddings
 
+    model = _folder(model, revision)
     if ray is not None or not output.suffix:
         if errors != "strict" or workers != 1:
             raise StaticsemError("--errors and --workers are for .npy/.jsonl output; use --ray-workers")
@@ -150,9 +161,11 @@ def encode(
 
 
 @_command(epilog='Example: `staticsem similarity models/demo "A cat sleeps." "A kitten naps."`')
-def similarity(model: ModelArg, text_a: str, text_b: str, dim: DimOpt = None) -> None:
+def similarity(
+    model: ModelArg, text_a: str, text_b: str, dim: DimOpt = None, revision: RevisionOpt = None
+) -> None:
     """Cosine similarity of two texts."""
-    out.print(f"{_load(model, dim).similarity(text_a, text_b):.4f}")
+    out.print(f"{_load(model, dim, revision).similarity(text_a, text_b):.4f}")
 
 
 @_command(epilog="Example: `staticsem neighbors models/demo king -k 5`")
@@ -161,9 +174,11 @@ def neighbors(
     word: str,
     k: Annotated[int, typer.Option("-k", help="How many neighbours.")] = 10,
     dim: DimOpt = None,
+    revision: RevisionOpt = None,
 ) -> None:
     """Nearest words of WORD by cosine similarity."""
-    out.print(_neighbours_table(f"neighbours of {word!r}", _load(model, dim).most_similar(word, k)))
+    neighbours = _load(model, dim, revision).most_similar(word, k)
+    out.print(_neighbours_table(f"neighbours of {word!r}", neighbours))
 
 
 @_command(epilog="Example: `staticsem analogy models/demo man king woman` (man : king :: woman : ?)")
@@ -174,9 +189,11 @@ def analogy(
     c: str,
     k: Annotated[int, typer.Option("-k", help="How many answers.")] = 5,
     dim: DimOpt = None,
+    revision: RevisionOpt = None,
 ) -> None:
     """A : B :: C : ? by 3CosAdd, the three inputs excluded."""
-    out.print(_neighbours_table(f"{a} : {b} :: {c} : ?", _load(model, dim).analogy(a, b, c, k)))
+    answers = _load(model, dim, revision).analogy(a, b, c, k)
+    out.print(_neighbours_table(f"{a} : {b} :: {c} : ?", answers))
 
 
 @_command(epilog="Example: `staticsem convert models/demo demo.vec --to fasttext`")
@@ -192,6 +209,7 @@ def convert(
     dtype: Annotated[str, typer.Option(help="staticsem only: float16, float32 or int8.")] = "float16",
     scale: Annotated[str, typer.Option(help="int8 only: per-'row' or per-'model' scale.")] = "row",
     dim: DimOpt = None,
+    revision: RevisionOpt = None,
 ) -> None:
     """Convert a model between formats (the source format is detected)."""
     from staticsem.io import Format, export, parse_format
@@ -199,15 +217,16 @@ def convert(
 
     fmt = parse_format(to)
     options = {"dtype": parse_dtype(dtype), "scale": parse_scale(scale)} if fmt is Format.STATICSEM else {}
-    export(_load(src, dim), dst, fmt, **options)
+    export(_load(src, dim, revision), dst, fmt, **options)
     err.print(f"wrote {dst} ({fmt.value})")
 
 
 @_command(epilog="Example: `staticsem info models/demo`")
-def info(model: ModelArg) -> None:
+def info(model: ModelArg, revision: RevisionOpt = None) -> None:
     """Vocabulary size, dimensions, storage, format and how the model was made."""
     from staticsem.io import detect
 
+    model = _folder(model, revision)
     static = _load(model)
     files = [model] if model.is_file() else [p for p in model.rglob("*") if p.is_file()]
     table = Table(show_header=False)
@@ -222,6 +241,27 @@ def info(model: ModelArg) -> None:
     ]:
         table.add_row(key, str(value))
     out.print(table)
+
+
+@_command(
+    epilog="Example: `HF_TOKEN=hf_... staticsem push models/mine my-org/mine` (then, anywhere: "
+    '`staticsem.load("my-org/mine")`)'
+)
+def push(
+    model: ModelArg,
+    repo_id: Annotated[str, typer.Argument(help="Hub repository (org/name); created if it does not exist.")],
+    private: Annotated[bool, typer.Option(help="Make the repository private when creating it.")] = False,
+    license: Annotated[
+        str | None,
+        typer.Option(help="License id for the card (e.g. apache-2.0) [the card's own, else unknown]."),
+    ] = None,
+    revision: RevisionOpt = None,
+) -> None:
+    """Upload MODEL to the Hugging Face hub with a generated model card (the token comes from HF_TOKEN)."""
+    from staticsem.io.hub import push as upload
+
+    url = upload(model, repo_id, private=private, revision=revision, license=license)
+    err.print(f"pushed {model} to {url}")
 
 
 def _fallback(model: StaticModel) -> str:

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from staticsem.errors import InputError
+from staticsem.io.hub import REVISION_HELP
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +28,8 @@ def serve(
     model: Annotated[
         Path,
         typer.Argument(
-            help="Model to serve (any format staticsem reads); a classifier folder also serves /classify."
+            help="Model to serve (any format staticsem reads, or a hub name: org/name); a classifier folder "
+            "also serves /classify."
         ),
     ],
     index: Annotated[
@@ -68,6 +70,7 @@ def serve(
             min=1, help="Index searches run at once [default: one per core]; writes have their own."
         ),
     ] = None,
+    revision: Annotated[str | None, typer.Option(help=REVISION_HELP)] = None,
 ) -> None:
     """Serve MODEL over HTTP: OpenAI-compatible /v1/embeddings, similarity, words, search, a playground."""
     try:
@@ -77,11 +80,15 @@ def serve(
         from staticsem.serve.settings import SETTINGS_ENV, Limits, ServeSettings
     except ImportError as exc:
         raise InputError(f"{exc} (staticsem serve needs `pip install 'staticsem[serve]'`)") from None
+    from staticsem.io.hub import resolve
 
+    folder = resolve(model, revision)
+    if name is None and folder != model.expanduser():
+        name = str(model) if revision is None else f"{model}@{revision}"  # not the cache's commit folder
     limits = Limits(max_inputs, max_chars, max_body_bytes, max_k, max_matrix_cells, max_in_flight)
     if search_threads is not None:
         limits = dataclasses.replace(limits, search_threads=search_threads)
-    settings = ServeSettings(model, index, api_key_env, name, limits)
+    settings = ServeSettings(folder, index, api_key_env, name, limits)
     app = app_from_settings(settings)  # loads everything once, so a bad path fails here with one line
     if not _loopback(host):
         logger.warning("binding %s: the server is reachable from other machines", host)

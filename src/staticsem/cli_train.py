@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from staticsem.errors import InputError
+from staticsem.io.hub import REVISION_HELP
 
 TRAIN_EPILOG = (
     "Examples: `staticsem train-classifier models/demo --train train.tsv --dev dev.tsv "
@@ -28,7 +29,9 @@ Column = Annotated[str, typer.Option(help=".csv/.jsonl: the field holding it.")]
 
 
 def train_classifier(
-    model: Annotated[Path, typer.Argument(help="The staticsem model whose word table is trained.")],
+    model: Annotated[
+        Path, typer.Argument(help="The staticsem model whose word table is trained (a path or org/name).")
+    ],
     train: Annotated[Path, typer.Option(help="Training examples: .tsv (label<TAB>text), .csv or .jsonl.")],
     out: Annotated[Path, typer.Option("--out", help="Folder to write the classifier to (atomically).")],
     dev: Annotated[
@@ -52,6 +55,7 @@ def train_classifier(
     table_lr: Annotated[float, typer.Option(help="Learning rate of the word table.")] = 1e-3,
     seed: int = 0,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    revision: Annotated[str | None, typer.Option(help=REVISION_HELP)] = None,
 ) -> None:
     """Train a text classifier on MODEL: the word table (or only a head, --freeze) with early stopping."""
     from staticsem.io import load
@@ -64,7 +68,7 @@ def train_classifier(
     classifier = StaticClassifier.fit(
         texts,
         labels,
-        load(model),
+        load(model, revision=revision),
         dev=dev_set,
         freeze=freeze,
         hidden=hidden,

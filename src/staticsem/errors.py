@@ -20,6 +20,13 @@ class InputError(StaticsemError):
     """Text input (a file of lines, a word, an option) cannot be used."""
 
 
+class MissingExtra(StaticsemError, ImportError):
+    """A package of an optional extra is not installed; the message names the ``pip install`` line.
+
+    An ``ImportError`` for callers of the library, one line (exit code 2) in the CLI.
+    """
+
+
 def parse_choice(kind: type[E], value: str | E, what: str) -> E:
     """Convert a user string to the enum ``kind``; an unknown value raises ``InputError`` with the choices."""
     try:

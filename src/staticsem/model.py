@@ -363,6 +363,17 @@ class StaticModel:
 
         return save(self, Path(path), **options)
 
+    def push_to_hub(self, repo_id: str, private: bool = False, token: str | None = None) -> str:
+        """Upload to the Hugging Face hub repository ``repo_id`` (created if needed) in staticsem's format,
+        with a model card; ``staticsem.load(repo_id)`` reads it back. Needs the ``hub`` extra.
+
+        :param token: a hub token with write access [the environment's: ``HF_TOKEN`` or ``hf auth login``].
+        :returns: the repository's URL.
+        """
+        from staticsem.io.hub import push_model
+
+        return push_model(self, repo_id, private=private, token=token)
+
 
 def _progress(items: Iterator[np.ndarray], total: int, enabled: bool) -> Iterator[np.ndarray]:
     if not enabled or total < 2:

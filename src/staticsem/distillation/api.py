@@ -11,7 +11,7 @@ from typing import Any
 
 from staticsem.distillation.method import Frame, Method, listing
 from staticsem.distillation.methods import get_method, methods
-from staticsem.errors import InputError
+from staticsem.errors import InputError, MissingExtra
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
@@ -102,14 +102,20 @@ def distill(
             show_progress=show_progress,
             scale=scale,
         )
-        return chosen.runner()(settings, frame)
+        model = chosen.runner()(settings, frame)
+    if frame.out is not None:
+        from staticsem.io.card import refresh
+
+        refresh(frame.out)  # README.md: what the folder holds and how it was made
+    return model
 
 
 def require_extras() -> None:
-    """Raise ``ImportError`` naming the install line when the ``distill`` extra is missing."""
+    """Raise ``MissingExtra`` (an ``ImportError``) naming the install line when the ``distill`` extra is
+    missing."""
     missing = [name for name in ("torch", "sentence_transformers", "sklearn") if find_spec(name) is None]
     if missing:
-        raise ImportError(
+        raise MissingExtra(
             f"staticsem.distillation needs {', '.join(missing)}: install torch==2.13.0 (or your own build), "
             "then `pip install 'staticsem[distill]'`"
         )

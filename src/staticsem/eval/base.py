@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from staticsem.errors import InputError, StaticsemError
+from staticsem.errors import InputError, MissingExtra, StaticsemError
 
 logger = logging.getLogger(__name__)
 MEAN = "mean"
@@ -36,10 +36,6 @@ class Encoder(Protocol):
 
 class NotApplicable(StaticsemError):
     """The task cannot measure this encoder (e.g. analogies need word vectors)."""
-
-
-class MissingExtra(StaticsemError):
-    """A package of the ``eval`` extra is not installed."""
 
 
 def require(*modules: str) -> None:

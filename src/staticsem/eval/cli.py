@@ -76,7 +76,13 @@ def evaluate(
         ),
     ] = None,
     output: Annotated[
-        Path, typer.Option("--output", "-o", help="Report JSON; the markdown and plots go beside it.")
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Report JSON; the markdown and plots go beside it. In a model folder that was measured, "
+            "the folder's model card (README.md) is rewritten with the scores.",
+        ),
     ] = Path("report.json"),
     seed: Annotated[int, typer.Option(help="Seed of classification folds and k-means.")] = 0,
     plots: Annotated[bool, typer.Option(help="Draw the plots of the markdown report.")] = True,
@@ -113,10 +119,25 @@ def evaluate(
     command = shlex.join(["staticsem", *sys.argv[1:]])
     written = write_report(report, output, plots=plots, command=command)
     _err.print("wrote " + ", ".join(str(p) for p in written.values()))
+    _refresh_card(output.parent, models)
+
+
+def _refresh_card(folder: Path, specs: list[str]) -> None:
+    """Rewrite the model card of the evaluated model folder the report was written into, with its scores."""
+    from staticsem.io.card import refresh
+
+    if any(
+        Path(spec).expanduser().resolve() == folder.resolve() for spec in specs if not spec.startswith("st:")
+    ):
+        card = refresh(folder)
+        if card is not None:
+            _err.print(f"updated the model card {card}")
 
 
 def analyze(
-    model: Annotated[Path, typer.Argument(help="A static model (staticsem folder or any format it reads).")],
+    model: Annotated[
+        Path, typer.Argument(help="A static model (staticsem folder, any format it reads, or org/name).")
+    ],
     data: DataOpt,
     freq: Annotated[
         Path | None,
@@ -142,9 +163,17 @@ def analyze(
         raise InputError(f"--data {data}: no such folder")
     if components < 1 or top < 1 or min_sentences < 1:
         raise InputError("--components, --top and --min-sentences must be positive")
+    from staticsem.io.hub import resolve
+
     out_dir = output if output is not None else Path(f"analysis-{model.resolve().name}")
     result = run(
-        model, data, out_dir, freq_file=freq, components=components, top=top, min_sentences=min_sentences
+        resolve(model),
+        data,
+        out_dir,
+        freq_file=freq,
+        components=components,
+        top=top,
+        min_sentences=min_sentences,
     )
     typer.echo(result["summary"])
     _err.print(f"wrote {out_dir}/analysis.json, summary.md, " + ", ".join(result["plots"].values()))

@@ -10,7 +10,8 @@ Sentence Transformers, all behind ``encode(list[str]) -> np.ndarray``.
   (ONNX Runtime fp32 or int8: the same pooling, several times faster on a CPU);
 * a model2vec folder: ``model2vec.StaticModel.from_pretrained`` when model2vec is installed, so a
   model2vec model is measured by model2vec's own tokenisation and pooling;
-* anything else ``staticsem.load`` reads (staticsem folders, word2vec/GloVe/fastText files, ...).
+* anything else ``staticsem.load`` reads (staticsem folders, word2vec/GloVe/fastText files, hub names
+  ``org/name`` of static models, ...).
 """
 
 from __future__ import annotations
@@ -176,10 +177,12 @@ def load_encoder(spec: str, backend: str = "torch", cache: Path | None = None) -
             return TeacherBackendEncoder(name, backend, prompt=prompt or None, cache=cache)
         return SentenceTransformerEncoder(name, prompt=prompt or None)
     from staticsem.io import Format, detect, load
+    from staticsem.io.hub import is_hub_name, resolve
 
     path = Path(spec).expanduser()
-    if not path.exists():
+    if not path.exists() and not is_hub_name(spec):
         raise InputError(f"{spec}: no such file or folder (prefix a Sentence Transformer with st:)")
+    path = resolve(spec)  # a hub name: its folder in the hub's cache
     try:
         fmt = detect(path)
     except ModelFormatError:

@@ -131,14 +131,9 @@ def plot_tasks(report: dict[str, Any], path: Path) -> Path:
 
 
 def _unit(task: str) -> str:
-    return {
-        "wordsim": "Spearman",
-        "analogy": "accuracy, covered questions",
-        "sts": "Spearman",
-        "classification": "accuracy",
-        "retrieval": "nDCG@10",
-        "clustering": "V-measure",
-    }.get(task, "score")
+    from staticsem.io.eval_reports import TASKS
+
+    return TASKS[task][2] if task in TASKS else "score"
 
 
 def plot_speed(report: dict[str, Any], path: Path) -> Path | None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from staticsem.errors import InputError, ModelFormatError, parse_choice
-from staticsem.io import common, hf, native, native_write, vectors
+from staticsem.io import common, hf, hub, native, native_write, vectors
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
@@ -61,9 +61,19 @@ def detect(path: str | Path) -> Format:
     return Format(kind)
 
 
-def load(path: str | Path, *, dim: int | None = None, format: Format | str | None = None) -> StaticModel:
-    """Load a model from any supported format, optionally keeping only the first ``dim`` dimensions."""
-    path = Path(path)
+def load(
+    path: str | Path,
+    *,
+    dim: int | None = None,
+    format: Format | str | None = None,
+    revision: str | None = None,
+) -> StaticModel:
+    """Load a model from any supported format, optionally keeping only the first ``dim`` dimensions.
+
+    :param path: a file or folder; or a Hugging Face hub name (``org/name``, at ``revision``), downloaded
+        into the hub's cache (``staticsem.io.hub``: needs the ``hub`` extra; a path that exists wins).
+    """
+    path = hub.resolve(path, revision)
     fmt = detect(path) if format is None else parse_format(format)
     readers = {
         Format.STATICSEM: native.load,

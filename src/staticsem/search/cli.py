@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from staticsem.errors import InputError
+from staticsem.io.hub import REVISION_HELP
 from staticsem.search.vectors import DEFAULT_DTYPE
 
 if TYPE_CHECKING:
@@ -58,7 +59,9 @@ def _documents(
 
 
 def build(
-    model: Annotated[Path, typer.Argument(help="Static model (any format staticsem reads).")],
+    model: Annotated[
+        Path, typer.Argument(help="Static model (any format staticsem reads, or a hub name: org/name).")
+    ],
     documents: DocsArg,
     out: Annotated[Path, typer.Option("--out", "-o", help="Index folder to create (replaced on success).")],
     text_column: TextColumnOpt = "text",
@@ -85,10 +88,13 @@ def build(
     ] = 1.0,
     upsert: UpsertOpt = False,
     errors: ErrorsOpt = "strict",
+    revision: Annotated[str | None, typer.Option(help=REVISION_HELP)] = None,
 ) -> None:
     """Index documents for dense, BM25 and hybrid search (an interrupted build leaves nothing behind)."""
+    from staticsem.io.hub import resolve
     from staticsem.search import HnswSettings, Index
 
+    model = resolve(model, revision)
     docs = _documents(documents, format, text_column, id_column, errors)
     hnsw = HnswSettings(exact_threshold=exact_threshold, add_threads=build_threads)
     options = {"dtype": dtype, "hnsw": hnsw, "bm25_common_df": bm25_common_df, "upsert": upsert}

@@ -8,11 +8,13 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from enum import Enum
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from staticsem.errors import MissingExtra
 from staticsem.model import StaticModel
 
 
@@ -45,13 +47,23 @@ def model_sha256(model: StaticModel) -> str:
     return digest.hexdigest()
 
 
+def require_engines() -> None:
+    """Raise ``MissingExtra`` (an ``ImportError``) naming the ``search`` extra when usearch or tantivy is
+    missing, before anything is read or written."""
+    missing = [name for name in ("usearch", "tantivy") if find_spec(name) is None]
+    if missing:
+        raise MissingExtra(f"search indexes need {' and '.join(missing)}: pip install 'staticsem[search]'")
+
+
 def resolve_model(model: StaticModel | str | Path) -> tuple[StaticModel, str | None]:
     if isinstance(model, StaticModel):
         source = model.metadata.get("source")
         return model, str(Path(source).resolve()) if source else None
     from staticsem.io import load
+    from staticsem.io.hub import resolve
 
-    return load(model), str(Path(model).resolve())
+    path = resolve(model)  # a hub name: its folder in the hub's cache, which the index records
+    return load(path), str(path.resolve())
 
 
 def batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:

