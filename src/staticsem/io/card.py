@@ -90,6 +90,26 @@ class Folder:
             self.dtype, (self.rows, self.dim) = _first_matrix(module / "model.safetensors")
 
     @property
+    def token_level(self) -> bool:
+        """Rows are the tokens of the folder's tokenizer (model2vec's way), not words."""
+        from staticsem.io.hf import TOKEN_LEVEL
+
+        if self.format == "staticsem":
+            return "token_encoding" in self.config
+        return bool(self.config.get(TOKEN_LEVEL)) or "staticsem_metadata" not in self.config
+
+    @property
+    def readers(self) -> list[str]:
+        """The libraries that read the folder as it is (tested: tests/test_card.py runs the card's code):
+        model2vec its own layout, sentence-transformers a folder with modules.json (our model2vec exports
+        have one). model2vec takes our sentence-transformers exports for its own layout and fails."""
+        if self.format == "model2vec":
+            return ["model2vec"] + (
+                ["sentence-transformers"] if (self.path / "modules.json").is_file() else []
+            )
+        return ["sentence-transformers"] if self.format == "sentence-transformers" else []
+
+    @property
     def ours(self) -> bool:
         """Made (or exported) by staticsem: its config.json records how."""
         return bool(self.metadata)
@@ -137,9 +157,9 @@ def teacher_hub_id(teacher: Any) -> str | None:
 
 def _tags(model: Folder) -> list[str]:
     tags = ["staticsem", "static-embeddings", "sentence-similarity", "feature-extraction"]
-    if model.format == "model2vec":
+    if "model2vec" in model.readers:
         tags += ["model2vec"]
-    if model.format != "staticsem":  # model2vec and sentence-transformers folders load in both libraries
+    if "sentence-transformers" in model.readers:
         tags += ["sentence-transformers", "sentence-transformers-compatible"]
     return tags
 
@@ -152,14 +172,14 @@ def _summary(model: Folder) -> list[str]:
         "model2vec": "in model2vec's folder format (sentence-transformers reads it too)",
         "sentence-transformers": "in sentence-transformers' folder format (a StaticEmbedding module)",
     }[model.format]
-    words = "tokens" if model.config.get("token_encoding") or not model.ours else "words"
+    unit = "token of its tokenizer" if model.token_level else "word"
     return [
-        f"A static embedding model {made}{what}: one vector per word (or token), and a text is the "
-        "normalised mean of its vectors, so encoding needs numpy and HF tokenizers only (no torch, no GPU).",
+        f"A static embedding model {made}{what}: one vector per {unit}, and a text is the mean of its "
+        f"{unit.split()[0]}s' vectors, so encoding needs numpy and HF tokenizers only (no torch, no GPU).",
         "",
         "| | |",
         "|---|---|",
-        f"| rows ({words}) | {model.rows:,} |",
+        f"| rows ({'tokens' if model.token_level else 'words'}) | {model.rows:,} |",
         f"| dimensions | {model.dim} |",
         f"| storage | {model.dtype} |",
         *(f"| {key} | {value} |" for key, value in _facts(model.metadata)),
@@ -173,7 +193,9 @@ def _facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
     facts += [("teacher passes", f"{passes:,}" if isinstance(passes, int) else passes)]
     facts += [("build time", _duration(meta["seconds"]) if "seconds" in meta else None)]
     facts += [("peak memory", f"{meta['peak_rss_mib']:,.0f} MiB" if "peak_rss_mib" in meta else None)]
-    return [(key, f"`{value}`" if key == "teacher" else str(value)) for key, value in facts if value]
+    hub_id = teacher_hub_id(meta.get("teacher"))
+    link = f" ([{hub_id}](https://huggingface.co/{hub_id}))" if hub_id and hub_id != meta["teacher"] else ""
+    return [(key, f"`{value}`{link}" if key == "teacher" else str(value)) for key, value in facts if value]
 
 
 def _duration(seconds: float) -> str:
@@ -198,29 +220,31 @@ def _usage(model: Folder, ref: str, pushed: bool) -> list[str]:
         f"```bash\nstaticsem encode {ref} --input texts.txt --output vectors.npy\n```",
         "",
     ]
-    if model.format == "staticsem":
+    lines += ["### model2vec and sentence-transformers", ""]
+    for library in model.readers:
+        lines += _SNIPPETS[library].format(ref=ref).splitlines() + [""]
+    others = [library for library in _SNIPPETS if library not in model.readers]
+    if others:
         out = f"{ref.rsplit('/', 1)[-1]}-model2vec"
-        return lines + [
-            "### model2vec and sentence-transformers",
-            "",
-            "Neither library reads staticsem's own folder: convert it first. On in-vocabulary text they then "
-            "give the same vectors; they skip unknown words where staticsem uses the longest known prefix.",
+        lines += [
+            f"{' and '.join(others)} cannot read this folder as it is: convert it first. On in-vocabulary "
+            "text it then gives the same vectors (a staticsem model's unknown words are skipped, where "
+            "staticsem uses their longest known prefix).",
             "",
             f"```bash\nstaticsem convert {ref} {out} --to model2vec\n```",
             "",
-            *_library_snippets(out),
         ]
-    return lines + ["### model2vec and sentence-transformers", "", *_library_snippets(ref)]
+        for library in others:
+            lines += _SNIPPETS[library].format(ref=out).splitlines() + [""]
+    return lines
 
 
-def _library_snippets(ref: str) -> list[str]:
-    return [
-        f'```python\nfrom model2vec import StaticModel\n\nmodel = StaticModel.from_pretrained("{ref}")\n```',
-        "",
-        "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
-        f'model = SentenceTransformer("{ref}")\n```',
-        "",
-    ]
+_SNIPPETS = {
+    "model2vec": "```python\nfrom model2vec import StaticModel\n\n"
+    'model = StaticModel.from_pretrained("{ref}")\n```',
+    "sentence-transformers": "```python\nfrom sentence_transformers import SentenceTransformer\n\n"
+    'model = SentenceTransformer("{ref}")\n```',
+}
 
 
 def _making(model: Folder) -> list[str]:
