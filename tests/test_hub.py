@@ -182,6 +182,8 @@ def test_index_build_records_the_cached_folder(hub_cache: Path, tmp_path: Path) 
 
     with Index.open(tmp_path / "idx", read_only=True) as index:
         assert index.config["model"]["path"] == str(snapshot.resolve())
+    with Index.build("org/tiny", TEXTS, tmp_path / "api-idx") as index:  # the API takes hub names too
+        assert index.config["model"]["path"] == str(snapshot.resolve())
 
 
 def test_serve_takes_a_hub_name_and_answers_with_it(hub_cache: Path, tmp_path: Path) -> None:
