@@ -242,6 +242,7 @@ def test_push_uploads_the_folder_with_its_card(made: Path, monkeypatch: pytest.M
     assert uploaded == files_of(made)  # the folder, every file as it is
     parsed = ModelCard(readme)
     assert parsed.data.model_name == "org/mine" and parsed.data.license == "mit"
+    assert len(parsed.data.eval_results) == 3  # the scores of report.json, which went up beside it
     assert 'staticsem.load("org/mine")' in parsed.text and "README.md" not in files_of(made)
 
 

@@ -110,6 +110,11 @@ class Folder:
         return ["sentence-transformers"] if self.format == "sentence-transformers" else []
 
     @property
+    def corpus(self) -> list[dict[str, Any]]:
+        """The corpus fingerprints config.json records (file, language, bytes, SHA-256)."""
+        return [item for item in self.metadata.get("corpus") or [] if isinstance(item, dict)]
+
+    @property
     def ours(self) -> bool:
         """Made (or exported) by staticsem: its config.json records how."""
         return bool(self.metadata)
@@ -124,12 +129,13 @@ def render(folder: Path, *, repo_id: str | None = None, license: str | None = No
     base = teacher_hub_id(model.metadata.get("teacher"))
     if base:
         data["base_model"] = base
-    languages = sorted({str(c["language"]) for c in model.metadata.get("corpus") or [] if "language" in c})
+    languages = sorted({str(item["language"]) for item in model.corpus if "language" in item})
     if languages:
         data["language"] = languages
     data["tags"] = _tags(model)
-    if scores is not None:
-        data["model-index"] = [{"name": name, "results": scores.model_index()}]
+    results = [] if scores is None else scores.model_index()
+    if results:
+        data["model-index"] = [{"name": name, "results": results}]
     body = [
         f"{MARK}: written by staticsem {__version__} from this folder's files; `staticsem push` and "
         "`staticsem eval --output` into this folder rewrite it. Delete this line to keep your own edits. -->",
@@ -255,13 +261,13 @@ def _making(model: Folder) -> list[str]:
     made = model.config.get("staticsem_version")
     if made:
         lines += [f"Saved by staticsem {made}.", ""]
-    corpus = meta.get("corpus") or []
+    corpus = model.corpus
     if corpus:
         lines += ["Corpus:", "", "| file | language | bytes | sha256 |", "|---|---|---:|---|"]
         for item in corpus:
             size = f"{item['bytes']:,}" if isinstance(item.get("bytes"), int) else ""
             digest = str(item.get("sha256", ""))[:16]
-            source = item.get("path") or item.get("source") or item.get("file") or ""
+            source = item.get("source") or item.get("path") or ""
             lines.append(f"| `{source}` | {item.get('language', '')} | {size} | `{digest}` |")
         lines.append("")
     record = {key: value for key, value in meta.items() if key not in ("corpus",)}

@@ -142,7 +142,7 @@ def push(
         raise InputError(f"{repo_id!r} is not a hub repository id (owner/name)")
     source = resolve(model, revision)
     with tempfile.TemporaryDirectory(prefix="staticsem-push-") as scratch:
-        stage = Path(scratch) / "model"
+        stage = Path(scratch) / source.resolve().name  # the name its eval reports know it by
         if source.is_dir() and detect(source).value in _FOLDER_FORMATS:
             _stage(source, stage)
         else:
