@@ -16,7 +16,7 @@ from staticsem.cli import app
 from staticsem.errors import ModelFormatError
 from staticsem.search import HnswSettings, Index
 from staticsem.search.common import model_sha256
-from staticsem.search.vectors import plan_merge
+from staticsem.search.vectors import plan_merge, plan_optimize
 
 WORDS = ["cat", "kitten", "dog", "puppy", "king", "queen", "crown", "bread", "cheese", "soup", "palace"]
 
@@ -128,6 +128,20 @@ def test_merge_policy_is_size_tiered() -> None:
     assert plan_merge({"s1": (90, 40), "s2": (12, 0)}, settings) == ["s1"]  # over a third deleted
     small_max = HnswSettings(flush_size=10, merge_factor=3, merge_max=20)
     assert plan_merge({"s1": (10, 0), "s2": (12, 0), "s3": (9, 0)}, small_max) == []
+
+
+def test_segments_without_a_live_vector_go_first_and_together() -> None:
+    settings = HnswSettings(flush_size=10, merge_factor=3, merge_max=0)  # merge_max 0: no other merge
+    assert plan_merge({"s1": (10, 10), "s2": (12, 0), "s3": (5, 5)}, settings) == ["s1", "s3"]
+    assert plan_merge({"s1": (10, 9), "s2": (12, 0)}, settings) == []
+
+
+def test_optimize_merges_everything_unless_it_is_one_clean_segment() -> None:
+    assert plan_optimize({}, 0) == [] and plan_optimize({"s1": (10, 0)}, 0) == []
+    assert plan_optimize({}, 3) == ["buffer"]  # the buffer alone is flushed too
+    assert plan_optimize({"s1": (10, 0)}, 3) == ["s1", "buffer"]
+    assert plan_optimize({"s1": (10, 1)}, 0) == ["s1"]
+    assert plan_optimize({"s1": (10, 0), "s2": (4, 0)}, 0) == ["s1", "s2"]
 
 
 def test_writes_across_segments_match_a_fresh_build(model: StaticModel, tmp_path: Path) -> None:

@@ -211,8 +211,11 @@ class FlatBuilder:
         return int(any(len(k) for k in self.keys))
 
     def save(self, paths: Sequence[Path]) -> list[int]:
+        """Write the segment to ``paths[0]`` (nothing when it is empty); its size."""
         from safetensors.numpy import save_file
 
+        if not len(self):
+            return []
         keys = np.concatenate(self.keys)
         order = np.argsort(keys)
         tensors = {"keys": keys[order], "vectors": np.ascontiguousarray(np.vstack(self.rows)[order])}
@@ -238,6 +241,8 @@ class SegmentBuilder:
         """Queue a batch: split evenly over the graphs, so they grow side by side."""
         rows = np.ascontiguousarray(vectors, dtype=np.float32)
         parts = min(len(self.graphs), len(keys))
+        if not parts:  # a batch of documents without a known word
+            return
         for part_keys, part_rows in zip(
             np.array_split(keys, parts), np.array_split(rows, parts), strict=True
         ):
@@ -312,8 +317,12 @@ def strays(graph, chunk: int = 16_384) -> tuple[np.ndarray, np.ndarray]:  # type
 
 
 def plan_merge(sizes: dict[str, tuple[int, int]], settings: HnswSettings) -> list[str]:
-    """Segments to merge now (size-tiered, as Lucene's policy): ``merge_factor`` segments of one tier, or
-    one whose share of deleted vectors is over a third; never more than ``merge_max`` live vectors."""
+    """Segments to merge now (size-tiered, as Lucene's policy): those without a live vector, all at once
+    (the merge drops them), else ``merge_factor`` segments of one tier, or one whose share of deleted
+    vectors is over a third; never more than ``merge_max`` live vectors."""
+    empty = [name for name, (count, dead) in sizes.items() if dead >= count]
+    if empty:
+        return empty
     tiers: dict[int, list[tuple[int, str]]] = {}
     for name, (count, dead) in sizes.items():
         live = count - dead
@@ -328,3 +337,11 @@ def plan_merge(sizes: dict[str, tuple[int, int]], settings: HnswSettings) -> lis
         if len(members) >= settings.merge_factor and sum(live for live, _ in members) <= settings.merge_max:
             return [name for _, name in members]
     return []
+
+
+def plan_optimize(sizes: dict[str, tuple[int, int]], buffered: int) -> list[str]:
+    """What ``optimize`` merges: every segment and the ``buffer`` (when it holds vectors), unless that is
+    already done (no buffered vector, at most one segment, no deleted vector)."""
+    if not buffered and len(sizes) <= 1 and not any(dead for _, dead in sizes.values()):
+        return []
+    return [*sizes, *(["buffer"] if buffered else [])]

@@ -29,7 +29,14 @@ import numpy as np
 from staticsem.search.lexical import LexicalWriter
 from staticsem.search.snapshot import Snapshot
 from staticsem.search.store import DocStore, metadata_terms
-from staticsem.search.vectors import FlatBuilder, HnswSettings, SegmentBuilder, plan_merge, segment_file
+from staticsem.search.vectors import (
+    FlatBuilder,
+    HnswSettings,
+    SegmentBuilder,
+    plan_merge,
+    plan_optimize,
+    segment_file,
+)
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
@@ -200,23 +207,21 @@ def _json(text: str) -> dict:
 
 
 def merge_plan(snapshot: Snapshot, settings: HnswSettings, optimize: bool) -> list[str]:
-    """The segments (and ``buffer``) to merge now: by the size-tiered policy, or for ``optimize`` all of
-    them unless they are already one segment (or none) without deleted vectors."""
-    if not optimize:
-        sizes = {s.name: (len(s), len(snapshot.dead.get(s.name, ()))) for s in snapshot.segments}
-        return plan_merge(sizes, settings)
-    names = [s.name for s in snapshot.segments] + (["buffer"] if len(snapshot.buffer_keys) else [])
-    if len(names) <= 1 and not any(len(d) for d in snapshot.dead.values()):
-        return []
-    return names
+    """The segments (and ``buffer``) to merge now: by the size-tiered policy, or all for ``optimize``."""
+    sizes = {s.name: (len(s), len(snapshot.dead.get(s.name, ()))) for s in snapshot.segments}
+    return plan_optimize(sizes, len(snapshot.buffer_keys)) if optimize else plan_merge(sizes, settings)
 
 
 def merge_segments(index: Index, write: Write, names: list[str], snapshot: Snapshot, threads: int) -> None:
-    """Rebuild ``names`` (and, for ``optimize``, the buffer) without their deleted vectors."""
+    """Rebuild ``names`` (and, for ``optimize``, the buffer) without their deleted vectors; segments without
+    a live vector are dropped, nothing rebuilt."""
     settings = index.hnsw
     merged = [s for s in snapshot.segments if s.name in names]
     size = sum(len(s) - len(snapshot.dead.get(s.name, ())) for s in merged)
     size += len(snapshot.buffer_keys) if "buffer" in names else 0
+    if not size:
+        index.store.replace_segments([s.name for s in merged], [])
+        return
     builder = new_builder(index, size, threads)
     for segment in merged:
         dead = snapshot.dead.get(segment.name, np.empty(0, dtype=np.int64))
