@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -42,6 +43,8 @@ from staticsem.search.snapshot import Snapshot
 from staticsem.search.store import DocStore, Row, metadata_terms, where_terms
 from staticsem.search.vectors import DEFAULT_DTYPE, HnswSettings, Segment
 from staticsem.search.vectors import segment_file as _segment_file
+
+logger = logging.getLogger(__name__)
 
 
 class Index:
@@ -252,12 +255,12 @@ class Index:
                 added += self._add_batch(write, [Document.coerce(item) for item in batch], upsert)
                 advance(len(batch))
             write.finish_vectors()
-        self.merge()
+        self._merge_after_write()
         return added
 
     def _add_batch(self, write: writes.Write, docs: list[Document], upsert: bool) -> int:
         given = [d.id for d in docs if d.id is not None]
-        existing = self.store.keys_of(given)
+        existing, again = self.store.keys_of(given), 0
         if not upsert:
             seen: set[str] = set()
             for doc_id, where in ((d.id, d.where) for d in docs if d.id is not None):
@@ -268,7 +271,9 @@ class Index:
                     )
                 seen.add(doc_id)
         else:
-            write.remove([existing[i] for i in dict.fromkeys(given) if i in existing], self.snapshot)
+            replaced = [existing[i] for i in dict.fromkeys(given) if i in existing]
+            write.remove(replaced, self.snapshot)
+            again = sum(key >= write.first_key for key, _ in replaced)  # counted by an earlier batch
             last = {d.id: n for n, d in enumerate(docs) if d.id is not None}
             docs = [d for n, d in enumerate(docs) if d.id is None or last[d.id] == n]
         vectors = self.model.encode([d.text for d in docs], normalize=True)
@@ -289,7 +294,7 @@ class Index:
             write.lexical.add(key, text, metadata_terms(metadata))
         write.added += len(rows)
         write.add_vectors(keys[~zero], vectors[~zero])
-        return len(docs)
+        return len(docs) - again
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id.
@@ -303,8 +308,16 @@ class Index:
             if missing:
                 raise InputError(f"no document with id {', '.join(map(repr, missing[:5]))} in {self.path}")
             write.remove(list(found.values()), self.snapshot)
-        self.merge()
+        self._merge_after_write()
         return len(ids)
+
+    def _merge_after_write(self) -> None:
+        """The size-tiered merge after a committed write. The write stands whatever happens here, so a failure
+        is logged, not raised (the next write's merge tries again)."""
+        try:
+            self.merge()
+        except Exception:
+            logger.exception("%s: the merge after a write failed (the write is saved)", self.path)
 
     def merge(self, *, optimize: bool = False) -> int:
         """Merge segments: by the size-tiered policy (after every write), or everything into one segment per
