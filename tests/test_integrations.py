@@ -7,7 +7,9 @@ import asyncio
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +28,65 @@ QUERY = "queen king"  # nearest document: DOCS[1]
 def nearest(model: StaticModel) -> str:
     scores = model.encode(DOCS) @ model.encode(QUERY)
     return DOCS[int(np.argmax(scores))]
+
+
+# ---------------------------------------------------------------- every framework: encode's vectors
+# "Paris" and "paris" are two rows of the test model: a text whose case changes on the way changes its vector
+MIXED = ["Paris", "paris France", "The KING met the Queen", "a Happy house"]
+
+
+def _langchain(model: StaticModel) -> dict[str, Callable[[list[str]], Any]]:
+    from staticsem.integrations.langchain import StaticsemEmbeddings
+
+    embed = StaticsemEmbeddings(model)
+    return {
+        "documents": embed.embed_documents,
+        "query": lambda texts: [embed.embed_query(t) for t in texts],
+        "async documents": lambda texts: asyncio.run(embed.aembed_documents(texts)),
+        "async query": lambda texts: [asyncio.run(embed.aembed_query(t)) for t in texts],
+    }
+
+
+def _llamaindex(model: StaticModel) -> dict[str, Callable[[list[str]], Any]]:
+    from staticsem.integrations.llamaindex import StaticsemEmbedding
+
+    embed = StaticsemEmbedding(model)
+    return {
+        "documents": embed.get_text_embedding_batch,
+        "document": lambda texts: [embed.get_text_embedding(t) for t in texts],
+        "query": lambda texts: [embed.get_query_embedding(t) for t in texts],
+        "async query": lambda texts: [asyncio.run(embed.aget_query_embedding(t)) for t in texts],
+    }
+
+
+def _haystack(model: StaticModel) -> dict[str, Callable[[list[str]], Any]]:
+    from haystack import Document
+
+    from staticsem.integrations.haystack import StaticsemDocumentEmbedder, StaticsemTextEmbedder
+
+    documents, text = StaticsemDocumentEmbedder(model), StaticsemTextEmbedder(model)
+    return {
+        "documents": lambda texts: [
+            d.embedding for d in documents.run([Document(content=t) for t in texts])["documents"]
+        ],
+        "query": lambda texts: [text.run(t)["embedding"] for t in texts],
+    }
+
+
+def _chroma(model: StaticModel) -> dict[str, Callable[[list[str]], Any]]:
+    from staticsem.integrations.chroma import StaticsemEmbeddingFunction
+
+    return {"documents and queries": StaticsemEmbeddingFunction(model)}
+
+
+@pytest.mark.parametrize("framework", [_langchain, _llamaindex, _haystack, _chroma], ids=lambda f: f.__name__)
+def test_every_framework_embeds_mixed_case_texts_as_encode_does(
+    framework: Callable[[StaticModel], dict[str, Callable[[list[str]], Any]]], tiny_model: StaticModel
+) -> None:
+    assert not np.allclose(tiny_model.encode("Paris"), tiny_model.encode("paris"))
+    want = tiny_model.encode(MIXED)
+    for name, embed in framework(tiny_model).items():
+        np.testing.assert_array_equal(np.array(embed(MIXED), np.float32), want, err_msg=name)
 
 
 # ---------------------------------------------------------------- LangChain

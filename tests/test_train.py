@@ -82,6 +82,21 @@ def test_fine_tuning_moves_only_the_rows_of_the_training_texts(tuned: StaticClas
     assert base.word_index("france") not in moved
 
 
+def test_fine_tuning_leaves_the_rows_of_words_only_in_dev_texts() -> None:
+    """Dev texts are scored, never trained on: the rows of words found only there (which the compact table
+    holds) keep their vectors exactly."""
+    dev_only = ["ran", "happy", "france"]
+    base = _tiny()
+    assert not set(dev_only) & {w for text in TRAIN[0] for w in text.split()}
+    dev = ([f"{text} {' '.join(dev_only)}" for text in DEV[0]], DEV[1])
+    classifier = StaticClassifier.fit(*TRAIN, base, dev=dev, **FAST)
+    rows = [base.word_index(word) for word in dev_only]
+    np.testing.assert_array_equal(classifier.model.vectors[rows], base.vectors[rows])
+    assert not np.allclose(
+        classifier.model.vectors[base.word_index("cat")], base.vectors[base.word_index("cat")]
+    )
+
+
 def test_freezing_keeps_the_table() -> None:
     base = _tiny()
     classifier = StaticClassifier.fit(*TRAIN, base, freeze=True, **FAST)
@@ -93,12 +108,16 @@ def test_dev_split_without_a_dev_set() -> None:
     assert classifier.metadata["dev_examples"] == 40 and classifier.metadata["train_examples"] == 120
 
 
+def multi_label_examples() -> tuple[list[str], list[list[str]]]:
+    """``TRAIN`` with a second label, ``filler``, on the texts holding "the"."""
+    labels = [
+        [label] + (["filler"] if "the" in text.split() else []) for text, label in zip(*TRAIN, strict=True)
+    ]
+    return TRAIN[0], labels
+
+
 def test_multi_label() -> None:
-    texts, labels = [], []
-    for text, label in zip(*TRAIN, strict=True):
-        tags = [label] + (["filler"] if "the" in text.split() else [])
-        texts.append(text)
-        labels.append(tags)
+    texts, labels = multi_label_examples()
     classifier = StaticClassifier.fit(texts, labels, _tiny(), multi_label=True, **{**FAST, "epochs": 30})
     assert classifier.classes == ["animal", "filler", "royal"]
     predicted = classifier.predict(texts)
@@ -119,6 +138,18 @@ def test_save_load_predicts_the_same(tuned: StaticClassifier, tmp_path: Path) ->
     table = staticsem.load(folder)  # the fine-tuned table is a staticsem model again
     np.testing.assert_array_equal(table.encode(texts), tuned.model.encode(texts))
     assert not any(p.suffix in {".pkl", ".pickle", ".bin"} for p in folder.iterdir())
+
+
+def test_a_saved_multi_label_classifier_keeps_its_threshold(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    classifier = StaticClassifier.fit(
+        *multi_label_examples(), _tiny(), multi_label=True, threshold=0.2, **FAST
+    )
+    texts = [*TEST[0], "the a on", "cat king"]  # the last two: a class between 0.2 and 0.5
+    assert classifier.predict(texts) != replace(classifier, threshold=0.5).predict(texts)
+    again = StaticClassifier.load(classifier.save(tmp_path / "clf"))
+    assert again.threshold == 0.2 and again.predict(texts) == classifier.predict(texts)
 
 
 def test_predicting_needs_no_torch(tuned: StaticClassifier, tmp_path: Path) -> None:
