@@ -31,7 +31,9 @@ def fuzz_index(seed: int, args: argparse.Namespace) -> int:
     before = machine.IndexMachine.operations
     config = settings(machine.FIXED, max_examples=args.examples, stateful_step_count=args.steps)
     machine.run(seed, config)
-    return machine.IndexMachine.operations - before
+    operations = machine.IndexMachine.operations - before
+    print(f"  seed {seed}: {operations:,} operations", flush=True)
+    return operations
 
 
 def fuzz_serve(seed: int, args: argparse.Namespace) -> int:

@@ -39,10 +39,10 @@ def lane_model(folder: Path) -> Path:
 
 
 def test_a_saved_write_is_never_answered_500_after_every_document_is_deleted(
-    saved_model: Path, tmp_path: Path
+    saved_model: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Deleting every document leaves a segment without a live vector: the merge after the last delete,
-    and every later write, answer 200 (before: a 500 for writes that were saved)."""
+    """Deleting every document leaves a segment without a live vector: the merge after the last delete
+    drops it, and every later write answers 200 (before: a 500 for writes that were saved)."""
     docs = [{"id": f"d{i}", "text": f"the {w}"} for i, w in enumerate(WORDS)]
     Index.build(saved_model, docs, tmp_path / "ix", hnsw=HnswSettings(flush_size=4)).close()
     index = Index.open(tmp_path / "ix", model=staticsem.load(saved_model))
@@ -55,7 +55,9 @@ def test_a_saved_write_is_never_answered_500_after_every_document_is_deleted(
             assert client.post("/documents", json=new, headers=auth).status_code == 200
         hits = client.post("/search", json={"query": "queen", "k": 5, "mode": "bm25"}).json()["hits"]
         assert sorted(h["id"] for h in hits) == ["new0", "new1"]
-        assert client.get("/info").json()["index"]["documents"] == 2
+        info = client.get("/info").json()["index"]
+        assert info["documents"] == 2 and info["segments"] == [] and info["buffered"] == 2
+    assert "merge after a write failed" not in caplog.text
     index.close()
 
 

@@ -1,5 +1,6 @@
-"""staticsem.search after deletes and upserts: documents still in the buffer, graphs mostly deleted, every
-document deleted, and the Parquet export across segments and the buffer (small data made here)."""
+"""staticsem.search after writes: upserts and deletes of documents still in the buffer, graphs mostly
+deleted, every document deleted, writes the model-based test (test_search_state.py) found wrong, and the
+Parquet export across segments and the buffer (small data made here)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,23 @@ def test_dense_search_finds_k_live_hits_in_a_graph_mostly_deleted(tmp_path: Path
         assert [int(hit.id) for hit in hits] == truth.tolist(), word
 
 
+def test_an_id_upserted_in_two_batches_of_one_write_counts_once(model: StaticModel, tmp_path: Path) -> None:
+    index = Index.build(model, [{"id": "a", "text": "cat"}], tmp_path / "ix")
+    docs = [{"id": "a", "text": "dog"}, {"id": "a", "text": "king"}, {"id": "b", "text": "soup"}]
+    assert index.add(docs, upsert=True, batch_size=1) == 2
+    assert len(index) == 2 and index.search("king", 1, mode="bm25")[0].id == "a"
+
+
+def test_a_batch_without_a_known_word_in_a_write_large_enough_for_graphs(
+    model: StaticModel, tmp_path: Path
+) -> None:
+    """The write's vectors already go to a graph builder when a batch of only unknown words arrives."""
+    docs = ["cat dog", "king", "soup", "bread", "zebra", "", "queen"]
+    index = Index.build(model, docs, tmp_path / "ix", hnsw=HnswSettings(exact_threshold=3), batch_size=1)
+    assert len(index) == 7 and index.info()["vectors"] == 5
+    assert index.search("zebra", 1, mode="bm25")[0].text == "zebra"
+
+
 def _every_document_deleted(path: Path) -> None:
     """A 3,000-document index with default settings (one flat segment), then every document deleted by the
     command line: the segment has no live vector left."""
@@ -106,31 +124,36 @@ def test_deleting_every_document_drops_the_segment_and_later_writes_work(tmp_pat
 def test_export_rows_line_up_across_graphs_flat_segments_and_the_buffer(
     model: StaticModel, tmp_path: Path
 ) -> None:
-    """Exported in batches of 3 rows: every row's id, text, metadata and vector belong together, whichever
-    segment (or the buffer) holds its vector."""
+    """Exported in batches of 1, 3 and all rows: every row's id, text, metadata and vector belong together,
+    whichever segment (or the buffer) holds its vector."""
     pq = pytest.importorskip("pyarrow.parquet")
     from staticsem.search.export import export_parquet
 
     rng = np.random.default_rng(5)
-    settings = HnswSettings(flush_size=4, exact_threshold=10, add_threads=2, merge_max=0)
+    settings = HnswSettings(flush_size=5, exact_threshold=10, add_threads=2, merge_max=0)
     docs = [{"id": f"g{i}", "text": " ".join(rng.choice(WORDS, 3)), "n": i} for i in range(30)]
     index = Index.build(model, docs, tmp_path / "ix", dtype="float32", hnsw=settings)
     flat = [{"id": f"f{i}", "text": " ".join(rng.choice(WORDS, 2)), "n": 100 + i} for i in range(6)]
-    late = [{"id": "b0", "text": "soup"}, {"id": "z", "text": "zebra"}, {"id": "b1", "text": "queen cat"}]
+    late = [{"id": "b0", "text": "soup"}, {"id": "b1", "text": "queen cat"}, {"id": "z", "text": "zebra"}]
     index.add(flat)
-    index.add(late)
+    index.add([*late, {"id": "b2", "text": "dog"}])
     index.delete(["g3", "f2", "b0"])
     kinds = {s.index is not None for s in index.snapshot.segments}
-    assert kinds == {True, False} and index.info()["buffered"] == 1
-    assert export_parquet(index, tmp_path / "x.parquet", batch=3) == len(index) == 36
-    rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
-    written = [d for d in docs + flat + late if d["id"] not in {"g3", "f2", "b0"}]
-    assert [row["id"] for row in rows] == [d["id"] for d in written]
-    for row, doc in zip(rows, written, strict=True):
-        assert row["text"] == doc["text"] and json.loads(row["metadata"]) == {
-            k: v for k, v in doc.items() if k not in ("id", "text")
-        }
-        if doc["id"] == "z":
-            assert row["vector"] is None  # no known word
-        else:
-            np.testing.assert_allclose(row["vector"], model.encode(doc["text"]), atol=1e-6, err_msg=doc["id"])
+    assert kinds == {True, False} and index.info()["buffered"] == 2
+    written = [
+        d for d in [*docs, *flat, *late, {"id": "b2", "text": "dog"}] if d["id"] not in {"g3", "f2", "b0"}
+    ]
+    for batch in (1, 3, 100):
+        assert export_parquet(index, tmp_path / "x.parquet", batch=batch) == len(index) == len(written)
+        rows = pq.read_table(tmp_path / "x.parquet").to_pylist()
+        assert [row["id"] for row in rows] == [d["id"] for d in written]
+        for row, doc in zip(rows, written, strict=True):
+            metadata = {k: v for k, v in doc.items() if k not in ("id", "text")}
+            assert row["text"] == doc["text"] and json.loads(row["metadata"]) == metadata
+            if doc["id"] == "z":
+                assert row["vector"] is None  # no known word
+            else:
+                want = model.encode(doc["text"])
+                np.testing.assert_allclose(
+                    row["vector"], want, atol=1e-6, err_msg=f"{doc['id']} batch {batch}"
+                )
