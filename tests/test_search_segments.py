@@ -75,6 +75,23 @@ def test_vectors_a_graph_strands_move_to_a_flat_segment(tmp_path: Path) -> None:
     assert first == list(range(1, len(words) + 1))
     reopened = Index.open(tmp_path / "ix", model=model)
     assert [hit.text for hit in reopened.search(words[7], 1, mode="dense")] == [words[7]]
+    everyone = np.arange(1, len(words) + 1)  # exact search among a filter's documents: each one once
+    for key in flats[0].keys[:20]:
+        found = [k for k, _ in index.snapshot.search_among(vectors[key - 1], everyone, 10)]
+        assert found[0] == key and len(set(found)) == len(found) == 10
+
+
+def test_identical_vectors_a_graph_strands_are_served_too(tmp_path: Path) -> None:
+    """HNSW strands many of a large group of identical vectors (300 copies of one document in a graph of
+    400: a search for 300 found 112); a search still finds every copy."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(101)]
+    model = StaticModel(words, rng.normal(size=(len(words), 16)).astype(np.float32))
+    docs = ["w0"] * 300 + words[1:]
+    index = Index.build(model, docs, tmp_path / "ix", dtype="float32", hnsw=HnswSettings(exact_threshold=50))
+    assert any(s.index is not None for s in index.snapshot.segments)
+    hits = index.search("w0", 300, mode="dense")
+    assert sorted(int(h.id) for h in hits) == list(range(1, 301))
 
 
 # ---------------------------------------------------------------------- the lexical side

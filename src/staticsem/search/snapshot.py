@@ -57,12 +57,15 @@ class Snapshot:
         return _top(parts, k)
 
     def search_among(self, query: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Exact search restricted to the sorted keys ``allowed`` (a metadata filter's documents)."""
+        """Exact search restricted to the sorted keys ``allowed`` (a metadata filter's documents); a vector a
+        segment holds under a tombstone (a graph's stray, served by a flat segment) is left out there."""
         query = np.ascontiguousarray(query, dtype=np.float32)
         inside = np.isin(self.buffer_keys, allowed)
         parts = [self._buffer_scores(query, self.buffer_keys[inside], self.buffer[inside])]
         for segment in self.segments:
             keys = allowed[segment.holds(allowed)]
+            if segment.name in self.dead:
+                keys = keys[~np.isin(keys, self.dead[segment.name])]
             for start in range(0, len(keys), 65_536):
                 chunk = keys[start : start + 65_536]
                 parts.append(brute(unit_rows(segment.vectors(chunk)), chunk, query, k))

@@ -287,12 +287,16 @@ class SegmentBuilder:
 # of a 750k-vector graph of Wikipedia sentences: 10 % are missed at expansion 8, 1 % at 64, 15 at 320
 # (15 of 20,000 too when all are checked at 320, at 15 times the cost).
 STRAY_CHECKS = ((8, 1), (64, 1), (0, 10))
+# A vector missed with only identical twins ahead (the same words) may rank behind more twins than that:
+# it is asked for with these k (at the search expansion). HNSW strands many of a large group of twins (300
+# identical vectors in a 400-vector graph at connectivity 16: a search for 300 found 112).
+TWIN_CHECKS = (40, 160, 640)
 
 
 def strays(graph, chunk: int = 16_384) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
     """The keys (and vectors) of ``graph`` that a search for their own vector does not find, on this
     thread: HNSW leaves a few nodes that no search reaches (about 1 in 1,300 at 750k vectors); a write
-    serves them from a flat segment. A vector with an identical twin counts as found with it."""
+    serves them from a flat segment. A vector with identical twins is looked for among up to 640 of them."""
     expansion, keys = graph.expansion_search, np.asarray(graph.keys, dtype=np.uint64)
     lost: list[np.ndarray] = [np.empty(0, dtype=np.uint64)]
     lost_rows: list[np.ndarray] = [np.empty((0, graph.ndim), dtype=np.float32)]
@@ -300,20 +304,31 @@ def strays(graph, chunk: int = 16_384) -> tuple[np.ndarray, np.ndarray]:  # type
         for start in range(0, len(keys), chunk):
             suspects = keys[start : start + chunk]
             rows = np.vstack(graph.get(suspects, dtype="f32"))
+            twins = np.zeros(len(suspects), dtype=bool)
             for ef, k in STRAY_CHECKS:
-                if not len(suspects):
-                    break
                 graph.expansion_search = ef or expansion
-                found = graph.search(rows, min(k, len(keys)), threads=1)
-                hits = np.asarray(found.keys).reshape(len(rows), -1)
-                twin = np.asarray(found.distances).reshape(len(rows), -1)[:, 0] < 1e-3
-                miss = ~((hits == suspects[:, None]).any(axis=1) | twin)
-                suspects, rows = suspects[miss], rows[miss]
+                suspects, rows, twins = _unfound(graph, suspects, rows, min(k, len(keys)))
+            for k in TWIN_CHECKS:  # a vector a non-twin outranked is lost; one behind twins is asked again
+                lost.append(suspects[~twins])
+                lost_rows.append(rows[~twins])
+                suspects, rows, twins = _unfound(graph, suspects[twins], rows[twins], min(k, len(keys)))
             lost.append(suspects)
             lost_rows.append(rows)
     finally:
         graph.expansion_search = expansion
     return np.concatenate(lost).astype(np.int64), np.vstack(lost_rows)
+
+
+def _unfound(graph, suspects: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, ...]:  # type: ignore[no-untyped-def]
+    """The ``suspects`` a search for their own vector (``rows``) misses, their rows, and whether all of each
+    one's hits were identical twins of it."""
+    if not len(suspects):
+        return suspects, rows, np.zeros(0, dtype=bool)
+    found = graph.search(rows, k, threads=1)
+    hits = np.asarray(found.keys).reshape(len(rows), -1)
+    twins = (np.asarray(found.distances).reshape(len(rows), -1) < 1e-3).all(axis=1)
+    miss = ~(hits == suspects[:, None]).any(axis=1)
+    return suspects[miss], rows[miss], twins[miss]
 
 
 def plan_merge(sizes: dict[str, tuple[int, int]], settings: HnswSettings) -> list[str]:
