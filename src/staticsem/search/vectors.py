@@ -326,7 +326,7 @@ def _unfound(graph, suspects: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.
         return suspects, rows, np.zeros(0, dtype=bool)
     found = graph.search(rows, k, threads=1)
     hits = np.asarray(found.keys).reshape(len(rows), -1)
-    twins = (np.asarray(found.distances).reshape(len(rows), -1) < 1e-3).all(axis=1)
+    twins = np.all(np.asarray(found.distances).reshape(len(rows), -1) < 1e-3, axis=1)
     miss = ~(hits == suspects[:, None]).any(axis=1)
     return suspects[miss], rows[miss], twins[miss]
 
