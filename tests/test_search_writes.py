@@ -90,6 +90,27 @@ def test_a_batch_without_a_known_word_in_a_write_large_enough_for_graphs(
     assert index.search("zebra", 1, mode="bm25")[0].text == "zebra"
 
 
+def test_a_reader_whose_layout_another_process_merged_away_reads_the_next(
+    model: StaticModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader (another process: ``staticsem serve --workers``) reads a layout, and before it opens the
+    segment files a later commit's merge removes them: it reads the newer layout (was: a 500)."""
+    writer = Index.build(model, [], tmp_path / "ix", hnsw=HnswSettings(flush_size=1, merge_factor=2))
+    reader = Index.open(tmp_path / "ix", model, read_only=True)
+    writer.add([{"id": "a", "text": "cat"}])  # seg-1
+    read, raced = Index._read_snapshot, []
+
+    def racing(self: Index, state: dict, current: object) -> object:
+        if self is reader and not raced:  # inside the reader's transaction, which names seg-1
+            raced.append(writer.add([{"id": "b", "text": "dog"}]))  # seg-2, merged with seg-1 into seg-3
+            assert not (tmp_path / "ix" / "seg-1.flat").exists()
+        return read(self, state, current)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Index, "_read_snapshot", racing)
+    assert sorted(hit.id for hit in reader.search("cat dog", 5, mode="dense")) == ["a", "b"] and raced
+    assert [s.name for s in reader.snapshot.segments] == ["seg-3"]
+
+
 def _every_document_deleted(path: Path) -> None:
     """A 3,000-document index with default settings (one flat segment), then every document deleted by the
     command line: the segment has no live vector left."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from staticsem.errors import InputError, parse_choice
+from staticsem.errors import InputError, ModelFormatError, parse_choice
 from staticsem.io.atomic import atomic_folder
 from staticsem.model import StaticModel
 from staticsem.search import writes
@@ -152,7 +152,8 @@ class Index:
 
     def _refresh(self) -> Snapshot:
         """The snapshot of the last commit, re-read (in one read transaction) only when a write committed;
-        the lexical searcher is reloaded when tantivy committed. Searches never wait for a write."""
+        the lexical searcher is reloaded when tantivy committed. Searches never wait for a write. A segment
+        file missing from the layout read was removed by another process's later merge: read again."""
         state = self.store.state()
         if state["lexical_generation"] != self._lexical_seen:
             self.lexical.reload()
@@ -160,16 +161,20 @@ class Index:
         if state["generation"] == self.snapshot.generation:
             return self.snapshot
         with self._refresh_lock:
-            current, reader = self.snapshot, self.store.reader
-            reader.execute("BEGIN")
-            try:
-                state = self.store.state()
-                if state["generation"] == current.generation:
-                    return current
-                self.snapshot = self._read_snapshot(state, current)
-            finally:
-                reader.execute("COMMIT")
-            return self.snapshot
+            while True:
+                current, reader = self.snapshot, self.store.reader
+                reader.execute("BEGIN")
+                try:
+                    state = self.store.state()
+                    if state["generation"] != current.generation:
+                        self.snapshot = self._read_snapshot(state, current)
+                    return self.snapshot
+                except ModelFormatError as exc:  # a segment file of that layout is gone
+                    error = exc
+                finally:
+                    reader.execute("COMMIT")
+                if self.store.state()["layout"] == state["layout"]:  # not merged away by a newer commit
+                    raise error
 
     def _read_snapshot(self, state: dict[str, int], current: Snapshot) -> Snapshot:
         if state["layout"] != current.layout:
