@@ -77,10 +77,24 @@ def test_dimensions_keep_a_renormalised_prefix(client: TestClient, tiny_model: S
 
 @pytest.mark.parametrize(
     "body",
-    [{"input": []}, {"input": [1, 2]}, {"input": [[1, 2]]}, {}, {"input": "a", "encoding_format": "int8"}],
+    [
+        {"input": []},
+        {"input": [1, 2]},
+        {"input": [[1, 2]]},
+        {},
+        {"input": "a", "encoding_format": "int8"},
+        {"input": "a", "dimensions": True},  # a boolean is not a count (pydantic would read true as 1)
+        {"input": "a", "dimensions": "4"},
+    ],
 )
 def test_bad_embedding_requests_are_422(client: TestClient, body: dict) -> None:
     error_of(client.post("/v1/embeddings", json=body), 422)
+
+
+@pytest.mark.parametrize("path", ["/search", "/analogy"])
+def test_a_boolean_k_is_422(client: TestClient, path: str) -> None:
+    body = {"query": "cat", "a": "man", "b": "king", "c": "woman", "k": True}
+    assert client.post(path, json=body).status_code == 422
 
 
 # ---------------------------------------------------------------- similarity and words

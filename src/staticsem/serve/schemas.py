@@ -27,7 +27,8 @@ def limited(name: str) -> Any:
 
 Text = Annotated[str, AfterValidator(_valid_unicode), limited("max_chars")]
 Texts = Annotated[list[Text], limited("max_inputs")]
-K = Annotated[int, Field(ge=1), limited("max_k")]
+# request counts are strict integers: JSON true is not 1 (pydantic would otherwise coerce it)
+K = Annotated[int, Field(ge=1, strict=True), limited("max_k")]
 MetadataValue = Text | int | float | bool | None
 # What the index accepts as a metadata field name (staticsem.search: filterable with ``where``).
 FieldName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=128)]
@@ -52,7 +53,7 @@ class EmbeddingRequest(BaseModel):
     encoding_format: Literal["float", "base64"] = Field(
         "float", description="float: JSON numbers; base64: little-endian float32 bytes, base64-encoded."
     )
-    dimensions: Annotated[int, Field(ge=1), limited("dim")] | None = Field(
+    dimensions: Annotated[int, Field(ge=1, strict=True), limited("dim")] | None = Field(
         None, description="Keep the first N dimensions (re-normalised); at most the model's."
     )
     user: str | None = None
