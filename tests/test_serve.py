@@ -97,6 +97,15 @@ def test_a_boolean_k_is_422(client: TestClient, path: str) -> None:
     assert client.post(path, json=body).status_code == 422
 
 
+def test_counts_are_json_integers_even_spelled_with_a_fraction(client: TestClient) -> None:
+    """JSON Schema's integer holds 3.0 (schema-valid clients send it); 3.5 is no count."""
+    analogy = {"a": "man", "b": "king", "c": "woman"}
+    assert client.post("/analogy", json={**analogy, "k": 3.0}).status_code == 200
+    assert client.post("/analogy", json={**analogy, "k": 3.5}).status_code == 422
+    assert client.post("/v1/embeddings", json={"input": "cat", "dimensions": 4.0}).status_code == 200
+    assert client.post("/v1/embeddings", json={"input": "cat", "dimensions": 4.5}).status_code == 422
+
+
 # ---------------------------------------------------------------- similarity and words
 def test_similarity_pairs_and_matrix(client: TestClient, tiny_model: StaticModel) -> None:
     vectors = tiny_model.encode(TEXTS)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -27,8 +27,17 @@ def limited(name: str) -> Any:
 
 Text = Annotated[str, AfterValidator(_valid_unicode), limited("max_chars")]
 Texts = Annotated[list[Text], limited("max_inputs")]
-# request counts are strict integers: JSON true is not 1 (pydantic would otherwise coerce it)
-K = Annotated[int, Field(ge=1, strict=True), limited("max_k")]
+
+
+def _count(value: Any) -> Any:
+    """A count is a JSON integer: 37 and 37.0 (JSON Schema's integer), never true or "37" (pydantic would coerce them)."""
+    if isinstance(value, (bool, str)):
+        raise ValueError("a count is an integer, not a boolean or a string")
+    return value
+
+
+Count = Annotated[int, Field(ge=1), BeforeValidator(_count)]
+K = Annotated[Count, limited("max_k")]
 MetadataValue = Text | int | float | bool | None
 # What the index accepts as a metadata field name (staticsem.search: filterable with ``where``).
 FieldName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$", max_length=128)]
@@ -53,7 +62,7 @@ class EmbeddingRequest(BaseModel):
     encoding_format: Literal["float", "base64"] = Field(
         "float", description="float: JSON numbers; base64: little-endian float32 bytes, base64-encoded."
     )
-    dimensions: Annotated[int, Field(ge=1, strict=True), limited("dim")] | None = Field(
+    dimensions: Annotated[Count, limited("dim")] | None = Field(
         None, description="Keep the first N dimensions (re-normalised); at most the model's."
     )
     user: str | None = None
