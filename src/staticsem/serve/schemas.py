@@ -30,7 +30,8 @@ Texts = Annotated[list[Text], limited("max_inputs")]
 
 
 def _count(value: Any) -> Any:
-    """A count is a JSON integer: 37 and 37.0 (JSON Schema's integer), never true or "37" (pydantic would coerce them)."""
+    """A count is a JSON integer: 37 and 37.0 (JSON Schema's integer), never true or "37" (which pydantic
+    would coerce)."""
     if isinstance(value, (bool, str)):
         raise ValueError("a count is an integer, not a boolean or a string")
     return value
