@@ -39,6 +39,7 @@ class CorpusSettings(Protocol):
     min_words: int
     max_words: int
     max_corpus_sentences: int | None
+    exclude: tuple[str, ...]
     teacher_backend: str
 
     def validate(self) -> None: ...
@@ -88,6 +89,7 @@ class StepRun:
             max_sentences=settings.max_corpus_sentences,
             language=language,
             languages=tuple(getattr(settings, "languages", ())) if language else (),
+            exclude=tuple(settings.exclude),
         )
 
     @property
@@ -114,9 +116,10 @@ class StepRun:
         except ValueError as exc:
             raise InputError(str(exc)) from None
 
-    def sentences(self) -> Iterator[str]:
-        """The corpus sentences, streamed afresh (read ahead in a child process)."""
-        return background_sentences(self.settings.corpus, self.options)
+    def sentences(self, excluded: dict[str, int] | None = None) -> Iterator[str]:
+        """The corpus sentences, streamed afresh (read ahead in a child process); ``excluded`` counts the
+        sentences ``--exclude`` dropped, per source."""
+        return background_sentences(self.settings.corpus, self.options, excluded=excluded)
 
     def vocabulary_key(self) -> str:
         """Key of the vocabulary step (corpus content, teacher, sizes, word list)."""
@@ -127,9 +130,9 @@ class StepRun:
         )
 
     def _vocab(self) -> dict[str, Any]:
-        s = self.settings
-        return vocabulary_step(
-            self.sentences(),
+        s, excluded = self.settings, dict[str, int]()
+        found = vocabulary_step(
+            self.sentences(excluded),
             self.teacher.lowercases,
             s.vocab_size,
             s.min_count,
@@ -138,6 +141,7 @@ class StepRun:
             self.splitter.words,
             count=self.scale.count_words if self.scale else count_words,
         )
+        return {**found, "excluded": excluded} if s.exclude else found
 
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step of the method, save the model to ``out`` and return it."""

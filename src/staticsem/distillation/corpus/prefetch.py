@@ -54,15 +54,18 @@ def serve(request: dict[str, Any]) -> None:
 
 
 def _send(out: IO[bytes], request: dict[str, Any]) -> None:
-    options = CorpusOptions(**{**request["options"], "languages": tuple(request["options"]["languages"])})
+    given = request["options"]
+    options = CorpusOptions(**{**given, **{k: tuple(given[k]) for k in ("languages", "exclude")}})
     try:
         batch: list[str] = []
-        for sentence in iter_sentences(request["sources"], options):
+        excluded: dict[str, int] = {}
+        for sentence in iter_sentences(request["sources"], options, excluded):
             batch.append(sentence)
             if len(batch) == request["chunk"]:
                 out.write(json.dumps(batch).encode() + b"\n")
                 batch = []
-        out.write(json.dumps(batch).encode() + b"\nnull\n")
+        out.write(json.dumps(batch).encode() + b"\n")
+        out.write(json.dumps({"excluded": excluded}).encode() + b"\nnull\n")
     except BrokenPipeError:
         raise
     except Exception as exc:  # handed to the parent, which raises it as one line
@@ -79,16 +82,20 @@ def python_executable() -> str | None:
 
 
 def background_sentences(
-    sources: Sequence[str], options: CorpusOptions, *, chunk: int = CHUNK
+    sources: Sequence[str],
+    options: CorpusOptions,
+    *,
+    chunk: int = CHUNK,
+    excluded: dict[str, int] | None = None,
 ) -> Iterator[str]:
-    """``iter_sentences(sources, options)``, read ahead in a child process where that can help.
+    """``iter_sentences(sources, options, excluded)``, read ahead in a child process where that can help.
 
     Reads in this process on one core, for stdin (``-``, which the child cannot read), without a
     Python executable to start, or when the child cannot start (with a warning).
     """
     python = python_executable()
     if (os.cpu_count() or 1) < 2 or "-" in sources or python is None:
-        yield from iter_sentences(sources, options)
+        yield from iter_sentences(sources, options, excluded)
         return
     reader = subprocess.Popen(
         [python, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1 << 20
@@ -106,7 +113,7 @@ def background_sentences(
     if not started:
         code = reader.wait()
         logger.warning("the corpus reader process did not start (exit code %s); reading here", code)
-        yield from iter_sentences(sources, options)
+        yield from iter_sentences(sources, options, excluded)
         return
     pump.start()
     try:
@@ -121,6 +128,11 @@ def background_sentences(
             if item is None:
                 reader.wait(timeout=10)  # it ends by itself after its last line
                 return
+            if isinstance(item, dict) and "excluded" in item:
+                for source, count in item["excluded"].items():
+                    if excluded is not None:
+                        excluded[source] = excluded.get(source, 0) + count
+                continue
             if isinstance(item, dict):
                 raise (InputError if item["error"] == "input" else StaticsemError)(item["message"])
             yield from item

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, cast
 
+from staticsem.distillation.corpus.exclude import Exclusion, exclusion_prints
 from staticsem.errors import InputError
 from staticsem.lines import json_record
 from staticsem.text import word_count
@@ -40,10 +41,18 @@ class CorpusOptions:
     max_sentences: int | None = None
     language: str | None = None  # keep only sentences identified as this language ...
     languages: tuple[str, ...] = ()  # ... among these (py3langid)
+    exclude: tuple[str, ...] = ()  # files of sentences (or their hashes) never to use (exclude.py)
 
     def key(self) -> dict[str, object]:
-        """The options as a dict for step keys (language fields only when set)."""
-        return {k: v for k, v in asdict(self).items() if k not in ("language", "languages") or v}
+        """The options as a dict for step keys (language and exclusion fields only when set; the
+        exclusion by the content of its files)."""
+        key = {k: v for k, v in asdict(self).items() if k not in _SET_ONLY or v}
+        if self.exclude:
+            key["exclude"] = exclusion_prints(self.exclude)
+        return key
+
+
+_SET_ONLY = ("language", "languages", "exclude")
 
 
 _TAG = re.compile(r"^([a-z]{2,3}(?:[-_][A-Za-z0-9]+)?)=(.+)$")
@@ -152,29 +161,51 @@ def iter_texts(source: str, text_field: str = "text") -> Iterator[str]:
         logger.warning("%s: skipped %d lines that are not UTF-8 (the first: line %d)", source, bad, first_bad)
 
 
-def iter_sentences(sources: Sequence[str], options: CorpusOptions = CorpusOptions()) -> Iterator[str]:
-    """Sentences of all sources in order, within the word limits, de-duplicated by exact text."""
+def iter_sentences(
+    sources: Sequence[str], options: CorpusOptions = CorpusOptions(), excluded: dict[str, int] | None = None
+) -> Iterator[str]:
+    """Sentences of all sources in order, within the word limits, de-duplicated by exact text.
+
+    With ``options.exclude``, a line whose whole text is listed there is dropped, and so is every listed
+    sentence; ``excluded`` (if given) counts the distinct dropped sentences per source.
+    """
     from blingfire import text_to_sentences
 
     keep = _identifier(options.language, options.languages) if options.language else None
+    banned = Exclusion(options.exclude) if options.exclude else None
     seen: set[bytes] = set()
     emitted = 0
     for source in sources:
+        dropped = 0
         for text in iter_texts(source, options.text_field):
             text = text.replace("\0", " ").strip()
             if not text:
                 continue
+            whole = banned is not None and text in banned
             for sentence in text_to_sentences(text).split("\n"):
                 if not options.min_words <= word_count(sentence) <= options.max_words:
                     continue
                 digest = hashlib.blake2b(sentence.encode("utf-8", "surrogatepass"), digest_size=8).digest()
-                if digest in seen or (keep is not None and not keep(sentence)):
+                if digest in seen:
+                    continue
+                if banned is not None and (whole or sentence in banned):
+                    seen.add(digest)  # counted once
+                    dropped += 1
+                    continue
+                if keep is not None and not keep(sentence):
                     continue
                 seen.add(digest)
                 yield sentence
                 emitted += 1
                 if options.max_sentences is not None and emitted >= options.max_sentences:
+                    _tally(excluded, source, dropped)
                     return
+        _tally(excluded, source, dropped)
+
+
+def _tally(excluded: dict[str, int] | None, source: str, dropped: int) -> None:
+    if excluded is not None:
+        excluded[source] = excluded.get(source, 0) + dropped
 
 
 def fingerprint_sources(sources: Sequence[str]) -> list[dict[str, object]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from staticsem.distillation.corpus.exclude import EXCLUDE_HELP, check_exclude_files
 from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
 from staticsem.distillation.method import setting
 
@@ -30,10 +31,12 @@ class Word2VecSettings:
     lowercase: bool = setting(True, "Lower-case the corpus.")
     max_words: int = setting(64, "Skip longer sentences.")
     max_sentences: int | None = setting(None, "Read at most this many corpus sentences.")
+    exclude: tuple[str, ...] = setting((), EXCLUDE_HELP)
 
     def validate(self) -> None:
         """Raise ``InputError`` for an unusable corpus (``distill_classic`` checks the numbers)."""
         check_sources(self.corpus)
+        check_exclude_files(self.exclude)
 
 
 @dataclass(frozen=True)

@@ -247,7 +247,11 @@ def run_fasttext(settings: FastTextSettings, frame: Frame) -> StaticModel:
 def _run_gensim(settings: Word2VecSettings, frame: Frame, algorithm: Algorithm) -> StaticModel:
     options = asdict(settings)
     corpus = options.pop("corpus")
-    reading = CorpusOptions(max_words=options.pop("max_words"), max_sentences=options.pop("max_sentences"))
+    reading = CorpusOptions(
+        max_words=options.pop("max_words"),
+        max_sentences=options.pop("max_sentences"),
+        exclude=tuple(options.pop("exclude")),
+    )
     model = distill_classic(
         corpus, algorithm=algorithm.value, options=reading, show_progress=frame.show_progress, **options
     )

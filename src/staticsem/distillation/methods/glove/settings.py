@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from staticsem.distillation.corpus.exclude import EXCLUDE_HELP, check_exclude_files
 from staticsem.distillation.corpus.reading import EMBEDDED
 from staticsem.distillation.method import setting
 from staticsem.errors import InputError
 
-READING = ("corpus", "max_words", "max_sentences")  # what to read: not part of the training step's key
+# what to read: not part of the training step's key
+READING = ("corpus", "max_words", "max_sentences", "exclude")
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,11 @@ class GloveSettings:
     )
     max_words: int = setting(64, "Skip longer sentences.")
     max_sentences: int | None = setting(None, "Read at most this many corpus sentences.")
+    exclude: tuple[str, ...] = setting((), EXCLUDE_HELP)
 
     def validate(self) -> None:
         """Raise ``InputError`` for settings that cannot work."""
+        check_exclude_files(self.exclude)
         positive = ("dim", "window", "min_count", "epochs", "max_pairs", "x_max", "lr")
         bad = next((k for k in positive if getattr(self, k) <= 0), None)
         if bad is not None:

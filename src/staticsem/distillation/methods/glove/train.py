@@ -320,7 +320,9 @@ def _train_step(
 
 def run_glove(settings: GloveSettings, frame: Frame) -> StaticModel:
     """The glove method's run: its steps kept in the work folder (when there is an ``out``)."""
-    reading = CorpusOptions(max_words=settings.max_words, max_sentences=settings.max_sentences)
+    reading = CorpusOptions(
+        max_words=settings.max_words, max_sentences=settings.max_sentences, exclude=settings.exclude
+    )
     work_dir = frame.work_folder()
     model = distill_glove(
         settings.corpus,

@@ -231,9 +231,9 @@ class Pipeline(StepRun):
     def _targets(self) -> dict[str, Any]:
         """Teacher embeddings of the KD-only corpus's sentences (those not chosen already): one pass each,
         resumable like stage 1, no word states."""
-        s, chosen = self.settings, set(self.chosen["sentences"])
-        options = CorpusOptions(s.min_words, s.max_words)
-        sentences = [t for t in iter_sentences(s.kd_corpus, options) if t not in chosen]
+        s, chosen, excluded = self.settings, set(self.chosen["sentences"]), dict[str, int]()
+        options = CorpusOptions(s.min_words, s.max_words, exclude=s.exclude)
+        sentences = [t for t in iter_sentences(s.kd_corpus, options, excluded) if t not in chosen]
         short: list[str] = []
         if count := s.short_count(len(chosen)):  # a one-language corpus (settings.validate)
             lengths = replace(self.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
@@ -274,6 +274,7 @@ class Pipeline(StepRun):
             "words": words,
             "new_words": len(words),
             "short": len(short),
+            **({"excluded": excluded} if s.exclude and s.kd_corpus else {}),
         }
 
     def _missing_words(self, sentences: list[str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from staticsem.distillation.corpus.exclude import EXCLUDE_HELP, check_exclude_files
 from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
 from staticsem.distillation.corpus.sampling import check_splitter
 from staticsem.distillation.method import setting
@@ -42,6 +43,7 @@ class X2StaticSettings:
     max_corpus_sentences: int | None = setting(
         None, "Read at most this many corpus sentences.", option="max-sentences"
     )
+    exclude: tuple[str, ...] = setting((), EXCLUDE_HELP)
     seed: int = setting(0, "Random seed (same seed and inputs, same model).")
     prompt: str | None = setting(
         None, "Teacher prompt name (e.g. query) or text put before each text [the teacher's default]."
@@ -70,3 +72,4 @@ class X2StaticSettings:
         check_splitter(self.splitter)
         check_backend(self.teacher_backend)
         check_sources(self.corpus)
+        check_exclude_files(self.exclude)
