@@ -201,7 +201,8 @@ def test_cross_lingual_model_merges_languages_and_contrastive_training_aligns_th
         parallel=(str(parallel_dir / "train.tsv"),),
         stages=("extract", "pca", "kd"),
     )
-    assert teacher.sentences == passes  # stage 1 of both languages reused: no new teacher pass
+    pieces = aligned.metadata["steps"]["pieces"]["pieces"]  # each subword piece alone, once
+    assert teacher.sentences == passes + pieces  # stage 1 of both languages reused: no new sentence pass
     before, after = retrieval(plain, parallel_dir / "test.tsv"), retrieval(aligned, parallel_dir / "test.tsv")
     assert before < 0.3 and after > 0.7, (before, after)
     assert aligned.most_similar("dog", 1)[0][0] == german("dog")

@@ -269,6 +269,8 @@ def _fallback(model: StaticModel) -> str:
     if model.ngrams is not None:
         table = model.ngrams
         return f"fastText n-grams ({table.minn}-{table.maxn} chars, {table.buckets:,} buckets)"
+    if model.pieces is not None:
+        return f"learned subword pieces ({len(model.pieces.vectors):,}, weight k^{model.pieces.weight:g})"
     return "subword prefix" if model.tokenizer is not None else "no"
 
 

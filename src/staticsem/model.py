@@ -3,6 +3,7 @@
 Pure numpy (plus HF ``tokenizers`` for the unknown-word fallback): encoding never imports torch.
 fastText models carry an n-gram table instead (``staticsem.ngrams``): an unknown word gets the mean of its
 n-gram vectors, cached as an extra row with id >= V; neighbour searches still rank vocabulary words only.
+SWE models may carry learned subword pieces (``staticsem.pieces``) that compose unknown words the same way.
 Imported model2vec / sentence-transformers models are token-level (``staticsem.tokens``): one row per token
 of their own tokenizer, a text is the mean of all its token rows, a word the mean of its pieces.
 """
@@ -21,6 +22,7 @@ from tokenizers import Tokenizer
 
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.ngrams import ComposedRows, NgramTable
+from staticsem.pieces import PieceTable
 from staticsem.quantize import dequantize
 from staticsem.text import UNKNOWN, WordLookup, make_splitter
 from staticsem.tokens import TokenLookup, TokenRules, check_vocabulary
@@ -49,6 +51,8 @@ class StaticModel:
     :param scales: for int8 matrices, the float32 scale of each row (V values).
     :param tokenizer: subword tokenizer used to find a known prefix of unknown words.
     :param ngrams: fastText n-gram table giving unknown words a vector (tried before the tokenizer).
+    :param pieces: learned vectors of ``tokenizer``'s pieces giving unknown words a vector (instead of the
+        longest known prefix).
     :param splitter: name of the word-splitting rule (``staticsem.text.register_splitter``): ``words``
         (default) or ``subword`` (unspaced scripts such as Chinese split into the tokenizer's pieces).
     :param metadata: teacher, method, settings and anything else worth keeping with the model.
@@ -66,6 +70,7 @@ class StaticModel:
         scales: np.ndarray | None = None,
         tokenizer: Tokenizer | None = None,
         ngrams: NgramTable | None = None,
+        pieces: PieceTable | None = None,
         metadata: dict[str, Any] | None = None,
         splitter: str = "words",
         tokens: TokenRules | None = None,
@@ -76,6 +81,7 @@ class StaticModel:
         self.scales = None if scales is None else np.asarray(scales, dtype=np.float32)
         self.tokenizer = tokenizer
         self.ngrams = ngrams
+        self.pieces = pieces
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.tokens = tokens
         self.normalize = normalize
@@ -84,7 +90,8 @@ class StaticModel:
             self.splitter = make_splitter(splitter, tokenizer)
         except ValueError as exc:
             raise ModelFormatError(str(exc)) from None
-        self._composed = None if ngrams is None else ComposedRows(ngrams, len(self.vocab))
+        composer = ngrams if ngrams is not None else pieces
+        self._composed = None if composer is None else ComposedRows(composer, len(self.vocab))
         fallback = None if self._composed is None else self._composed.row
         self._lookup: WordLookup | TokenLookup
         if tokens is None:
@@ -132,6 +139,15 @@ class StaticModel:
             raise ModelFormatError(
                 f"the n-gram table has {self.ngrams.dim} dimensions but the matrix has {vectors.shape[1]}"
             )
+        if self.pieces is not None:
+            if self.ngrams is not None or self.tokens is not None:
+                raise ModelFormatError("subword pieces go with a word-level model without an n-gram table")
+            if self.pieces.tokenizer is not self.tokenizer:
+                raise ModelFormatError("the piece table must use the model's own subword tokenizer")
+            if self.pieces.dim != vectors.shape[1]:
+                raise ModelFormatError(
+                    f"the piece table has {self.pieces.dim} dimensions but the matrix has {vectors.shape[1]}"
+                )
 
     # ------------------------------------------------------------------ properties
     @property
@@ -152,6 +168,7 @@ class StaticModel:
 
     def __repr__(self) -> str:
         extra = "" if self.ngrams is None else f", ngram_buckets={self.ngrams.buckets}"
+        extra += "" if self.pieces is None else f", pieces={len(self.pieces.vectors)}"
         extra += "" if self.tokens is None else ", token_level=True"
         return f"StaticModel(words={len(self)}, dim={self.dim}, dtype={self.dtype}{extra})"
 
@@ -295,12 +312,14 @@ class StaticModel:
             raise InputError(f"word {word!r} is {len(rows)} tokens of the model's tokenizer, not one row")
         if rows[0] >= len(self.vocab):
             raise InputError(
-                f"word {word!r} is not in the vocabulary ({len(self)} words); it has an n-gram vector only"
+                f"word {word!r} is not in the vocabulary ({len(self)} words); it has "
+                f"{'a vector of its subword pieces' if self.pieces is not None else 'an n-gram vector'} only"
             )
         return rows[0]
 
     def word_vector(self, word: str) -> np.ndarray:
-        """The float32 vector of a word: its row, the mean of its token rows, or its n-gram vector."""
+        """The float32 vector of a word: its row, the mean of its token rows, or its composed (n-gram or
+        pieces) vector."""
         return self._rows(np.array(self._word_rows(word))).mean(axis=0, dtype=np.float32)
 
     def _word_unit(self, word: str) -> tuple[np.ndarray, set[int]]:
@@ -351,6 +370,7 @@ class StaticModel:
             scales=self.scales,
             tokenizer=self.tokenizer,
             ngrams=None if self.ngrams is None else self.ngrams.truncate(dim),
+            pieces=None if self.pieces is None else self.pieces.truncate(dim),
             metadata=meta,
             splitter=self.splitter.name,
             tokens=self.tokens,

@@ -10,7 +10,7 @@ n-gram gets no vector). ``ComposedRows`` caches those vectors as extra rows numb
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -132,18 +132,30 @@ class NgramTable:
         return cls(vectors, minn, maxn, bool(config.get("lowercase", False)))
 
 
+class Composer(Protocol):
+    """A table that composes a vector for an unknown word (``NgramTable``, ``pieces.PieceTable``)."""
+
+    lowercase: bool
+
+    @property
+    def dim(self) -> int: ...
+
+    def vector(self, word: str) -> np.ndarray | None: ...
+
+
 class ComposedRows:
-    """Vectors of unknown words composed from n-grams, kept as rows ``first``, ``first + 1``, ...
+    """Vectors of unknown words composed from n-grams (or pieces), kept as rows ``first``, ``first + 1``, ...
 
     The float32 storage doubles its capacity when full, so that row ids stay valid while it grows.
     ``clear`` forgets all rows (ids handed out before become invalid).
     """
 
-    def __init__(self, table: NgramTable, first: int) -> None:
+    def __init__(self, table: Composer, first: int) -> None:
         self.table = table
         self.first = first
         self._rows = np.zeros((16, table.dim), dtype=np.float32)
         self._index: dict[str, int] = {}
+        self._words: list[str] = []
 
     def __len__(self) -> int:
         return len(self._index)
@@ -169,7 +181,12 @@ class ComposedRows:
             self._rows = grown
         self._rows[count] = vector
         self._index[key] = self.first + count
+        self._words.append(key)
         return self.first + count
+
+    def word(self, row: int) -> str:
+        """The word (as looked up) whose composed vector is ``row``."""
+        return self._words[row - self.first]
 
     def vectors(self, ids: np.ndarray) -> np.ndarray:
         """Float32 vectors of row ids handed out by ``row``."""
@@ -179,3 +196,4 @@ class ComposedRows:
         """Forget every composed row."""
         self._rows = np.zeros((16, self.table.dim), dtype=np.float32)
         self._index.clear()
+        self._words.clear()

@@ -34,11 +34,12 @@ def naming(path: Path) -> Iterator[None]:
 
 def warn_dropped_ngrams(model: StaticModel, format_name: str) -> None:
     """Warn (once per export) that ``format_name`` files lose n-gram vectors or the word splitter."""
-    if model.ngrams is not None:
+    if model.ngrams is not None or model.pieces is not None:
         logger.warning(
-            "%s files cannot hold fastText n-gram vectors: exporting without them "
-            "(unknown words get no vector; the staticsem format keeps them)",
+            "%s files cannot hold %s: exporting without them "
+            "(unknown words get no vector or a known prefix's; the staticsem format keeps them)",
             format_name,
+            "fastText n-gram vectors" if model.ngrams is not None else "subword piece vectors",
         )
     if model.splitter.name != "words":
         logger.warning(

@@ -3,8 +3,10 @@
 Token-level models (imported from model2vec / sentence-transformers) add a ``token_encoding`` config entry
 (``staticsem.tokens.TokenRules``) and keep their tokenizer; ``normalize`` is their default normalisation.
 fastText models add an ``ngrams`` tensor (buckets × D) and a ``subwords`` config entry (type, minn, maxn,
-buckets, lowercase). The table is stored as the matrix's dtype, except for int8 models: float16 (one
-scale per bucket would cost as much as the int8 savings, and unknown words are rare).
+buckets, lowercase). SWE models with learned subword pieces add a ``pieces`` tensor (one row per token of
+``tokenizer.json``) and a ``subwords`` entry of type ``pieces`` (count, weight). Either table is stored as
+the matrix's dtype, except for int8 models: float16 (one scale per row would cost as much as the int8
+savings, and unknown words are rare).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from staticsem.io.common import naming, read_json, read_safetensors, read_tokeni
 from staticsem.io.native_write import FORMAT
 from staticsem.model import StaticModel
 from staticsem.ngrams import NgramTable
+from staticsem.pieces import KIND as PIECES
+from staticsem.pieces import PieceTable
 from staticsem.tokens import TokenRules
 
 
@@ -49,15 +53,18 @@ def load(path: Path) -> StaticModel:
     if scales is not None and scales.size == 1:
         scales = np.full(len(vocab), float(scales.reshape(-1)[0]), dtype=np.float32)
     with naming(path):
-        ngrams = None
-        if "subwords" in config or "ngrams" in tensors:
-            ngrams = NgramTable.from_config(config.get("subwords"), tensors.get("ngrams"))
+        ngrams, pieces, subwords = None, None, config.get("subwords")
+        if isinstance(subwords, dict) and subwords.get("type") == PIECES or "pieces" in tensors:
+            pieces = PieceTable.from_config(subwords, tensors.get("pieces"), tokenizer)
+        elif "subwords" in config or "ngrams" in tensors:
+            ngrams = NgramTable.from_config(subwords, tensors.get("ngrams"))
         return StaticModel(
             vocab,
             tensors["embeddings"],
             scales=scales,
             tokenizer=tokenizer,
             ngrams=ngrams,
+            pieces=pieces,
             metadata=metadata,
             splitter=str(config.get("word_splitter", "words")),
             tokens=TokenRules.from_config(config["token_encoding"]) if "token_encoding" in config else None,

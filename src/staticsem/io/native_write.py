@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
     from staticsem.ngrams import NgramTable
+    from staticsem.pieces import PieceTable
     from staticsem.text import WordSplitter
     from staticsem.tokens import TokenRules
 
@@ -35,6 +36,7 @@ class SavedModel(Protocol):
     scales: np.ndarray | None
     tokenizer: Tokenizer | None
     ngrams: NgramTable | None
+    pieces: PieceTable | None
     metadata: dict[str, Any]
     splitter: WordSplitter
     tokens: TokenRules | None
@@ -64,9 +66,10 @@ def save(
     tensors = {"embeddings": stored}
     if scales is not None:
         tensors["scales"] = scales
-    if model.ngrams is not None:
-        table_dtype = DType.FLOAT32 if dtype is DType.FLOAT32 else DType.FLOAT16
-        tensors["ngrams"] = quantize(model.ngrams.vectors, table_dtype)[0]
+    table_dtype = DType.FLOAT32 if dtype is DType.FLOAT32 else DType.FLOAT16
+    for name, table in (("ngrams", model.ngrams), ("pieces", model.pieces)):
+        if table is not None:
+            tensors[name] = quantize(table.vectors, table_dtype)[0]
     config: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -80,8 +83,9 @@ def save(
     }
     if dtype is DType.INT8:
         config["int8_scale"] = scale.value
-    if model.ngrams is not None:
-        config["subwords"] = model.ngrams.config()
+    subwords = model.ngrams if model.ngrams is not None else model.pieces
+    if subwords is not None:
+        config["subwords"] = subwords.config()
     if model.splitter.name != "words":
         config["word_splitter"] = model.splitter.name
     if model.tokens is not None:

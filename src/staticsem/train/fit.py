@@ -157,7 +157,7 @@ def _fit(
     mean = features.mean(axis=0)
     scale = np.maximum(features.std(axis=0), 1e-4).astype(np.float32)
     inputs = Inputs(static, train_texts, dev_texts, features, settings.freeze)
-    net = Net(inputs.table, mean, scale, len(names), settings.dropout, settings.hidden)
+    net = Net(inputs.table, mean, scale, len(names), settings.dropout, settings.hidden, inputs.fixed)
     loss_fn = _loss(train_targets, settings)
     best, history = _train(net, inputs, train_targets, dev_targets, loss_fn, settings)
     net.load_state_dict(best)

@@ -20,6 +20,7 @@ class Inputs:
     ) -> None:
         self.model, self.freeze = model, freeze
         self.table: torch.Tensor | None = None
+        self.fixed: np.ndarray | None = None
         if freeze:
             self.train_x = torch.from_numpy(features)
             self.dev_x = torch.from_numpy(model.encode(dev, normalize=True)) if dev else None
@@ -27,8 +28,9 @@ class Inputs:
         train_ids, train_len = model.row_ids(train)
         dev_ids, dev_len = model.row_ids(dev) if dev else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.rows = np.unique(np.concatenate([train_ids, dev_ids]))
-        full = dequantize(model.vectors, model.scales)
-        self.table = torch.from_numpy(np.array(full[self.rows], dtype=np.float32))
+        # composed rows of unknown words (learned subword pieces) are read but stay as they are
+        self.fixed = self.rows >= len(model)
+        self.table = torch.from_numpy(np.array(model._rows(self.rows), dtype=np.float32))
         self.train_bags = bags(np.searchsorted(self.rows, train_ids), train_len)
         self.dev_bags = bags(np.searchsorted(self.rows, dev_ids), dev_len)
 
@@ -48,13 +50,14 @@ class Inputs:
     def tuned_model(self, net: Net) -> StaticModel:
         """The model with the trained rows written into a float32 copy of its table."""
         model = self.model
-        assert net.table is not None
+        assert net.table is not None and self.fixed is not None
         full = np.array(dequantize(model.vectors, model.scales), dtype=np.float32)
-        full[self.rows] = net.table.weight.detach().numpy()
+        full[self.rows[~self.fixed]] = net.table.weight.detach().numpy()[~self.fixed]
         return StaticModel(
             model.vocab,
             full,
             tokenizer=model.tokenizer,
+            pieces=model.pieces,
             metadata={**model.metadata, "fine_tuned": "classifier"},
             splitter=model.splitter.name,
             tokens=model.tokens,
@@ -77,11 +80,15 @@ class Net(nn.Module):
         outputs: int,
         dropout: float,
         hidden: int,
+        fixed: np.ndarray | None = None,
     ) -> None:
         super().__init__()
         self.table = (
             None if table is None else nn.EmbeddingBag.from_pretrained(table, freeze=False, mode="sum")
         )
+        if self.table is not None and fixed is not None and fixed.any():  # these rows get no gradient
+            keep = torch.from_numpy(~fixed).to(table.dtype)[:, None]  # type: ignore[union-attr]
+            self.table.weight.register_hook(lambda grad: grad * keep)
         self.mean: torch.Tensor
         self.scale: torch.Tensor
         self.register_buffer("mean", torch.from_numpy(np.asarray(mean, np.float32)))

@@ -89,6 +89,22 @@ def sentence_embeddings(
     return out
 
 
+def alone_states(
+    teacher: Teacher,
+    texts: Sequence[str],
+    batch_size: int,
+    layer: int | None = None,
+    show_progress: bool = False,
+) -> np.ndarray:
+    """Each text alone through the teacher: the mean of its own tokens' states at ``layer`` (input order)."""
+    out = np.zeros((len(texts), teacher.hidden_size), np.float32)
+    for start in tqdm(range(0, len(texts), batch_size), "pieces", disable=not show_progress):
+        batch = teacher.forward(list(texts[start : start + batch_size]), layer)
+        own = batch.own.unsqueeze(-1).to(batch.states.dtype)
+        out[start : start + len(own)] = ((batch.states * own).sum(1) / own.sum(1).clamp(min=1)).numpy()
+    return out
+
+
 def _occurrences(
     texts: Sequence[str],
     offsets: np.ndarray,

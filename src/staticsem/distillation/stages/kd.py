@@ -25,6 +25,7 @@ from tqdm.auto import tqdm
 from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.errors import InputError
 from staticsem.model import StaticModel
+from staticsem.pieces import PieceTable
 from staticsem.text import UNKNOWN
 
 logger = logging.getLogger(__name__)
@@ -32,28 +33,87 @@ POOL_STEPS = 20  # steps that draw neighbour groups from one pool
 
 
 class Bags:
-    """Sentences as bags of word rows (inference tokenisation), for ``F.embedding_bag``."""
+    """Sentences as bags of word rows (inference tokenisation), for ``F.embedding_bag``.
+
+    For a model with subword pieces (``trainable_table``), an unknown word is its pieces' rows (numbered
+    from V on), each weighing what the word's composed vector gives it; n-gram vectors are not trained.
+    """
 
     def __init__(self, model: StaticModel, sentences: Sequence[str]) -> None:
         flat, lengths = model._lookup.ids(sentences)
-        keep = (flat != UNKNOWN) & (flat < len(model))  # n-gram vectors of unknown words are not trained
+        weights = None
+        if model.pieces is not None:
+            flat, lengths, weights = _expand_pieces(model, flat, lengths)
+        keep = (flat != UNKNOWN) & (flat < len(model) + _piece_rows(model))
         owner = np.repeat(np.arange(len(sentences)), lengths)[keep]
         self.ids = torch.from_numpy(flat[keep])
+        self.weights = None if weights is None else torch.from_numpy(weights[keep])
         self.counts = np.bincount(owner, minlength=len(sentences))
         self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]])
 
-    def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Flat ids and offsets of the sentences ``rows``."""
+    def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Flat ids, offsets and (with pieces) the ids' weights of the sentences ``rows``."""
         counts = self.counts[rows]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         # position of every id of the batch in the flat array: its sentence's start + its rank within it
-        flat = np.repeat(self.starts[rows] - offsets, counts) + np.arange(int(counts.sum()))
-        return self.ids[torch.from_numpy(flat)], torch.from_numpy(offsets)
+        at = torch.from_numpy(np.repeat(self.starts[rows] - offsets, counts) + np.arange(int(counts.sum())))
+        return self.ids[at], torch.from_numpy(offsets), None if self.weights is None else self.weights[at]
 
     def pool(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
-        """Mean word vector of each sentence ``rows`` under ``table``."""
-        ids, offsets = self.batch(rows)
-        return F.embedding_bag(ids, table, offsets, mode="mean", sparse=sparse)
+        """Mean word vector of each sentence ``rows`` under ``table`` (with pieces: the weighted sum, the
+        same direction as ``encode``'s mean)."""
+        ids, offsets, weights = self.batch(rows)
+        if weights is None:
+            return F.embedding_bag(ids, table, offsets, mode="mean", sparse=sparse)
+        return F.embedding_bag(ids, table, offsets, mode="sum", per_sample_weights=weights, sparse=sparse)
+
+
+def _piece_rows(model: StaticModel) -> int:
+    return 0 if model.pieces is None else len(model.pieces.vectors)
+
+
+def _expand_pieces(
+    model: StaticModel, flat: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Composed rows (unknown words, ids >= V) replaced by their pieces' rows (V + piece id), each weighing
+    ``scale(k) / k``; word rows weigh 1."""
+    assert model.pieces is not None and model._composed is not None
+    pieces, composed, words = model.pieces, model._composed, len(model)
+    at = np.flatnonzero(flat >= words)
+    split = {int(row): pieces.piece_ids(composed.word(int(row))) for row in np.unique(flat[at])}
+    sizes = np.ones(len(flat), np.int64)
+    sizes[at] = [len(split[int(row)]) for row in flat[at]]
+    expanded = np.repeat(flat, sizes)
+    weights = np.ones(len(expanded), np.float32)
+    if len(at):
+        starts = np.cumsum(sizes) - sizes
+        inside = np.concatenate([starts[i] + np.arange(sizes[i]) for i in at])
+        expanded[inside] = words + np.concatenate([split[int(row)] for row in flat[at]])
+        weights[inside] = np.repeat([pieces.scale(int(k)) / k for k in sizes[at]], sizes[at])
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    return expanded, np.bincount(owner, weights=sizes, minlength=len(lengths)).astype(np.int64), weights
+
+
+def trainable_table(model: StaticModel) -> np.ndarray:
+    """The rows distillation trains: the word rows, then (with subword pieces) the piece rows."""
+    words = np.asarray(model.vectors, dtype=np.float32)
+    if model.pieces is None:
+        return np.array(words)
+    return np.vstack([words, model.pieces.vectors.astype(np.float32)])
+
+
+def with_table(model: StaticModel, table: np.ndarray, metadata: dict) -> StaticModel:
+    """``model`` with its word (and piece) rows replaced by ``table``'s."""
+    words = len(model)
+    pieces = None if model.pieces is None else PieceTable(table[words:], model.tokenizer, model.pieces.weight)
+    return StaticModel(
+        model.vocab,
+        np.ascontiguousarray(table[:words]),
+        tokenizer=model.tokenizer,
+        pieces=pieces,
+        metadata=metadata,
+        splitter=model.splitter.name,
+    )
 
 
 def similarity_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
@@ -250,7 +310,7 @@ def train_table(
     rng = np.random.default_rng(settings.seed)
     splits = [_Split(objective, settings, rng) for objective in objectives]
     torch.manual_seed(settings.seed)
-    table = torch.nn.Parameter(torch.from_numpy(np.array(model.vectors, dtype=np.float32)))
+    table = torch.nn.Parameter(torch.from_numpy(trainable_table(model)))
     optimiser: torch.optim.Optimizer = (
         torch.optim.SparseAdam([table], lr=settings.lr)
         if settings.lazy
@@ -296,11 +356,4 @@ def train_table(
     }
     logger.info("training (%s): %s", "+".join(s.objective.name for s in splits), stats)
     metadata = {**model.metadata, "kd": {**asdict(settings), **stats}}
-    trained = StaticModel(
-        model.vocab,
-        best_table.numpy(),
-        tokenizer=model.tokenizer,
-        metadata=metadata,
-        splitter=model.splitter.name,
-    )
-    return trained, stats
+    return with_table(model, best_table.numpy(), metadata), stats

@@ -35,7 +35,7 @@ from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.settings import SHORT_WORDS, ASESettings, SWESettings, for_teacher
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
-from staticsem.distillation.stages.extract import extract
+from staticsem.distillation.stages.extract import alone_states, extract
 from staticsem.distillation.stages.kd import Contrastive, Distillation, Objective, train_table
 from staticsem.distillation.steps import StepRun, run_in_frame
 from staticsem.distillation.teachers.backends import backend_key
@@ -44,8 +44,12 @@ from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
+from staticsem.pieces import PieceTable
 
 logger = logging.getLogger(__name__)
+PIECES_FILE = "pieces.safetensors"
+PIECE_BATCH = 256  # pieces per teacher pass (each alone: a few tokens)
+EXTRA_PASSES = (("targets", "teacher_passes"), ("pieces", "pieces"))  # teacher passes beside stage 1's
 
 
 def with_words(stage2: StaticModel, words: Sequence[str], vectors: np.ndarray, abtt: ABTT) -> StaticModel:
@@ -124,7 +128,9 @@ class Pipeline(StepRun):
         pca = fingerprint(
             {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
         )
-        objective = {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
+        objective: dict[str, Any] = (
+            {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
+        )
         if s.kd_corpus or s.draws_short():  # keys of runs without KD-only text stay as they were
             keys["targets"] = fingerprint(
                 {
@@ -140,6 +146,15 @@ class Pipeline(StepRun):
                 }
             )
             objective["targets"] = keys["targets"]
+        if s.learns_pieces():  # the pieces' teacher states, and how a word weighs its pieces
+            states = {
+                "teacher": s.teacher,
+                "layer": s.layer,
+                "prompt": s.prompt,
+                **backend_key(s.teacher_backend),
+            }
+            keys["pieces"] = fingerprint(states)
+            objective["pieces"] = {"states": keys["pieces"], "weight": s.piece_weight}
         # a setting added later counts only when used, so keys of runs made without it stay as they were
         settings = {k: v for k, v in asdict(s.kd).items() if k != "average" or v}
         kd = fingerprint({"pca": pca, "kd": settings, **objective})
@@ -157,8 +172,9 @@ class Pipeline(StepRun):
             self.records.update({f"{step}-{language}": record for step, record in run.records.items()})
         first = ("merge",) if self.subruns else ("vocab", "select", "extract")
         later = self.settings.stages[1:]
-        if "targets" in self.keys:  # the KD-only targets just before the step that uses them
-            later = (*later[:-1], "targets", later[-1])
+        for step in ("pieces", "targets"):  # what the training step uses, just before it
+            if step in self.keys:
+                later = (*later[:-1], step, later[-1])
         self.run_steps((*first, *later), self.keys)
         final = self.settings.stages[-1]
         model = load(self.work.folder / {"extract": "stage1", "pca": "stage2", "kd": "stage3"}[final])
@@ -291,6 +307,35 @@ class Pipeline(StepRun):
         vectors = load_file(str(self.work.folder / "targets.safetensors"))["word_vectors"]
         return with_words(stage2, words, vectors, ABTT.load(self.work.folder / ABTT_FILE))
 
+    def _pieces(self) -> dict[str, Any]:
+        """Each subword piece alone through the teacher (its ``##`` mark dropped): the mean of its tokens'
+        states at the stage-1 layer, the piece's starting row once through the PCA step's fit."""
+        tokenizer = self.teacher.subword_tokenizer
+        size = tokenizer.get_vocab_size(with_added_tokens=True)
+        texts = [(tokenizer.id_to_token(i) or "").removeprefix("##") or "#" for i in range(size)]
+        states = alone_states(self.teacher, texts, PIECE_BATCH, self.settings.layer, self.progress)
+        save_tensors(self.work.folder / PIECES_FILE, {"states": states})
+        return {"pieces": len(states)}
+
+    def _with_pieces(self, stage2: StaticModel) -> StaticModel:
+        """``stage2`` with the pieces' starting rows, when the model learns them."""
+        if not self.settings.learns_pieces():
+            return stage2
+        states = load_file(str(self.work.folder / PIECES_FILE))["states"]
+        rows = ABTT.load(self.work.folder / ABTT_FILE).apply(states).astype(np.float32)
+        tokenizer = stage2.tokenizer
+        if tokenizer is None or len(rows) != tokenizer.get_vocab_size(with_added_tokens=True):
+            raise InputError("subword pieces need the teacher's subword tokenizer on the model")
+        pieces = PieceTable(rows, tokenizer, self.settings.piece_weight)
+        return StaticModel(
+            stage2.vocab,
+            stage2.vectors,
+            tokenizer=tokenizer,
+            pieces=pieces,
+            metadata=stage2.metadata,
+            splitter=stage2.splitter.name,
+        )
+
     def _pca(self) -> dict[str, Any]:
         s, sentences = self.settings, self.chosen["sentences"]
         stage1 = load(self.work.folder / "stage1")
@@ -311,7 +356,7 @@ class Pipeline(StepRun):
         return merge_runs(runs, self.work.folder, self.method)
 
     def _kd(self) -> dict[str, Any]:
-        stage2 = self._with_kd_words(load(self.work.folder / "stage2"))
+        stage2 = self._with_pieces(self._with_kd_words(load(self.work.folder / "stage2")))
         s = self.settings
         objectives: list[Objective] = []
         if s.objective in ("kd", "both"):
@@ -331,7 +376,8 @@ class Pipeline(StepRun):
     # ------------------------------------------------------------------ outputs
     def _metadata(self) -> dict[str, Any]:
         select = self.chosen["stats"]
-        passes = select["sentences_chosen"] + self.records.get("targets", {}).get("teacher_passes", 0)
+        extra = sum(self.records.get(step, {}).get(key, 0) for step, key in EXTRA_PASSES)
+        passes = select["sentences_chosen"] + extra
         return self.metadata(passes, reference_passes=select["reference_passes"])
 
     def _write_analysis(self) -> None:

@@ -21,6 +21,7 @@ STAGES = ("extract", "pca", "kd")
 # (studies/README.md §teacher_levers.py). Width and temperature did not depend on the teacher there.
 WIDE_TEACHER = 768
 OBJECTIVES = ("kd", "contrastive", "both")
+FALLBACKS = ("pieces", "prefix")
 SHORT_WORDS = (5, 15)  # words of a --kd-short sentence
 
 
@@ -128,6 +129,18 @@ class SWESettings(ASESettings):
         "random) added as distillation targets only: one teacher pass each [default: as many as stage 1 "
         "chose, where the corpus allows (files in one language, a distillation step); 0: none].",
     )
+    # unknown words: learned rows of the teacher's subword pieces, distilled with the words (SciFact dense
+    # 49.5 -> 54.0 with weight 1; studies/README.md §retrieval_levers.py), or the longest known prefix
+    fallback: str = setting(
+        "pieces",
+        "How unknown words get a vector: pieces (the teacher's subword pieces, each a row distilled with "
+        "the words) or prefix (the longest known prefix, the models before 2026-11-26).",
+    )
+    piece_weight: float = setting(
+        1.0,
+        "An unknown word of k pieces weighs k ** this against a known word's 1 (1: each piece counts as a "
+        "word; 0: the word counts once).",
+    )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
     keep_analysis: bool = setting(
         False,
@@ -163,6 +176,10 @@ class SWESettings(ASESettings):
                 f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
                 f"{self.kd.group_share} and {self.kd.group_size}"
             )
+        if self.fallback not in FALLBACKS:
+            raise InputError(f"fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}")
+        if not 0.0 <= self.piece_weight <= 1.0:
+            raise InputError(f"--piece-weight must be within 0..1, got {self.piece_weight}")
         if not self.kd.tau > 0.0:
             raise InputError(f"--kd-tau must be positive, got {self.kd.tau}")
         if not 0.0 <= self.kd.average < 1.0:
@@ -196,6 +213,10 @@ class SWESettings(ASESettings):
         if self.kd_short is not None:
             return self.kd_short > 0
         return "-" not in self.corpus and not language_sources(self) and self._distils()
+
+    def learns_pieces(self) -> bool:
+        """Whether the model gets learned subword pieces: asked for, and a training step runs."""
+        return self.fallback == "pieces" and "kd" in self.stages
 
     def short_count(self, chosen: int) -> int:
         """How many short sentences to draw: ``--kd-short``, by default ``chosen`` (stage 1's count)."""
