@@ -12,7 +12,12 @@ import pytest
 
 from staticsem.distillation.corpus import embedded
 from staticsem.distillation.corpus.reading import CorpusOptions, check_sources, iter_sentences
-from staticsem.distillation.corpus.sampling import build_vocabulary, count_words, select_sentences
+from staticsem.distillation.corpus.sampling import (
+    build_vocabulary,
+    count_words,
+    select_sentences,
+    word_targets,
+)
 from staticsem.errors import InputError
 
 
@@ -113,6 +118,26 @@ def test_selection_shares_passes_and_takes_every_rare_occurrence() -> None:
     assert chosen.fill[vocab.index("cat")] >= 5 and chosen.fill[vocab.index("zebra")] == 2
     assert chosen.stats["sentences_chosen"] < chosen.stats["reference_passes"]
     assert len(chosen.sentences) <= 10
+
+
+def test_rare_words_get_fewer_occurrences_and_fewer_passes() -> None:
+    # each rare word stands in sentences of its own: a pass per occurrence, whatever it shares
+    rare = [f"w{i}" for i in range(20)]
+    sentences = [f"the cat {w} number {n}" for w in rare for n in range(12)]
+    sentences += [f"the cat sat on mat {i}" for i in range(100)]
+    counts, _ = count_words(sentences, lowercase=True, show_progress=False)
+    vocab = ["the", "cat", "sat", "on", "mat", *rare]
+    assert word_targets(len(vocab), 10) == [10] * 25 and word_targets(25, 10, 30, 3) == [10] * 25
+    targets = word_targets(len(vocab), 10, rare_after=5, per_rare_word=3)
+    assert targets == [10] * 5 + [3] * 20
+    full = select_sentences(sentences, vocab, counts, per_word=10, lowercase=True, show_progress=False)
+    tapered = select_sentences(sentences, vocab, counts, targets, lowercase=True, show_progress=False)
+    assert set(full.fill[5:]) == {10} and set(tapered.fill[5:]) == {3}  # every rare word, 3 times
+    assert full.fill[:2].min() >= 10 and tapered.fill[:2].min() >= 10  # the frequent words fill up anyway
+    assert tapered.stats["reference_passes"] == 5 * 10 + 20 * 3 and tapered.stats["words_full"] == 25
+    assert len(tapered.sentences) == 20 * 3 + 10 < len(full.sentences) == 20 * 10 + 10  # + sat, on, mat
+    with pytest.raises(ValueError, match="3 targets for 25 words"):
+        select_sentences(sentences, vocab, counts, [1, 2, 3], lowercase=True, show_progress=False)
 
 
 def test_embedded_parsers_on_small_files(tmp_path: Path) -> None:

@@ -96,23 +96,38 @@ class Selection:
     sentences: list[str]
     fill: np.ndarray  # occurrences of each vocabulary word in the chosen sentences
     seen: int  # sentences read
-    per_word: int
+    targets: np.ndarray  # occurrences each vocabulary word should get
     stats: dict[str, float] = field(default_factory=dict)
+
+
+def word_targets(
+    words: int, per_word: int, rare_after: int | None = None, per_rare_word: int = 0
+) -> list[int]:
+    """Occurrences each of ``words`` vocabulary words (most frequent first) should get: ``per_word``, and
+    ``per_rare_word`` for the words ranked after ``rare_after`` (rare words bring their own sentences, so
+    they cost a pass per occurrence)."""
+    if rare_after is None or rare_after >= words:
+        return [per_word] * words
+    return [per_word] * rare_after + [min(per_word, per_rare_word)] * (words - rare_after)
 
 
 def select_sentences(
     sentences: Iterable[str],
     vocab: Sequence[str],
     counts: Mapping[str, int],
-    per_word: int,
+    per_word: int | Sequence[int],
     lowercase: bool,
     threshold: float = 1.0,
     show_progress: bool = True,
     split: Split | None = None,
 ) -> Selection:
-    """Choose sentences so that each vocabulary word gets about ``per_word`` occurrences."""
+    """Choose sentences so that each vocabulary word gets about ``per_word`` occurrences (one number, or
+    one per word: ``word_targets``)."""
     index = {w: i for i, w in enumerate(vocab)}
     remaining = [counts.get(w, 0) for w in vocab]
+    need = [per_word] * len(vocab) if isinstance(per_word, int) else list(per_word)
+    if len(need) != len(vocab):
+        raise ValueError(f"{len(need)} targets for {len(vocab)} words")
     fill = [0] * len(vocab)
     chosen: list[str] = []
     seen = 0
@@ -126,8 +141,8 @@ def select_sentences(
             continue
         urgency = 0.0
         for i in set(ids):
-            if fill[i] < per_word:
-                urgency += (per_word - fill[i]) / max(remaining[i], 1)
+            if fill[i] < need[i]:
+                urgency += (need[i] - fill[i]) / max(remaining[i], 1)
         for i in ids:
             remaining[i] -= 1
         if urgency >= threshold:
@@ -136,14 +151,15 @@ def select_sentences(
                 fill[i] += 1
             if show_progress and len(chosen) % 5000 == 0:
                 progress.set_postfix(chosen=len(chosen))
-    filled = np.asarray(fill, dtype=np.int64)
+    filled, targets = np.asarray(fill, dtype=np.int64), np.asarray(need, dtype=np.int64)
+    reference = int(targets.sum())  # the reference recipe's passes: one per (word, occurrence)
     stats = {
         "sentences_read": seen,
         "sentences_chosen": len(chosen),
-        "reference_passes": len(vocab) * per_word,
-        "pass_ratio": len(chosen) / max(len(vocab) * per_word, 1),
+        "reference_passes": reference,
+        "pass_ratio": len(chosen) / max(reference, 1),
         "words_seen": int((filled > 0).sum()),
-        "words_full": int((filled >= per_word).sum()),
+        "words_full": int((filled >= targets).sum()),
         "median_fill": float(np.median(filled)),
     }
     logger.info(
@@ -151,9 +167,9 @@ def select_sentences(
         len(chosen),
         seen,
         100 * stats["pass_ratio"],
-        len(vocab) * per_word,
+        reference,
     )
-    return Selection(chosen, filled, seen, per_word, stats)
+    return Selection(chosen, filled, seen, targets, stats)
 
 
 def sample_sentences(sentences: Iterable[str], count: int, exclude: set[str], seed: int) -> list[str]:

@@ -118,7 +118,10 @@ class Pipeline(StepRun):
             extract_key = keys["merge"]
         else:
             vocab = self.vocabulary_key()
-            select = fingerprint({"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold})
+            taper = {"rare_after": s.rare_after, "rare_n": s.sentences_per_rare_word} if s.tapers() else {}
+            select = fingerprint(
+                {"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold, **taper}
+            )
             # keys of last-layer, prompt-less torch runs stay as they were
             extra = {k: v for k, v in (("layer", s.layer), ("prompt", s.prompt)) if v is not None}
             extract_key = fingerprint(
@@ -196,7 +199,7 @@ class Pipeline(StepRun):
             self.sentences(),
             vocab["words"],
             counts,
-            self.settings.sentences_per_word,
+            self.settings.word_targets(len(vocab["words"])),
             vocab["lowercase"],
             self.settings.select_threshold,
             self.progress,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from staticsem.distillation.corpus.exclude import EXCLUDE_HELP, check_exclude_files
 from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
-from staticsem.distillation.corpus.sampling import check_splitter
+from staticsem.distillation.corpus.sampling import check_splitter, word_targets
 from staticsem.distillation.method import setting
 from staticsem.distillation.stages.crosslingual import language_sources
 from staticsem.distillation.stages.kd_settings import KDSettings
@@ -43,6 +43,12 @@ class ASESettings:
         None, "Word list (most frequent first) instead of the corpus's top words."
     )
     sentences_per_word: int = setting(10, "Occurrences each word should get.")
+    # words ranked past rare_after each bring their own sentences (no pass sharing): fewer of them keep a
+    # bigger vocabulary cheap (studies/README.md §vocabulary)
+    rare_after: int | None = setting(
+        None, "Words ranked past this get --sentences-per-rare-word occurrences [none: every word the same]."
+    )
+    sentences_per_rare_word: int = setting(3, "Occurrences each word ranked past --rare-after should get.")
     select_threshold: float = setting(
         1.0, "A sentence is chosen when the shares of its under-filled words add up to this."
     )
@@ -81,15 +87,31 @@ class ASESettings:
 
     def validate(self) -> None:
         """Raise ``InputError`` for settings that cannot work."""
-        for name in ("vocab_size", "min_count", "sentences_per_word", "batch_size"):
+        for name in (
+            "vocab_size",
+            "min_count",
+            "sentences_per_word",
+            "sentences_per_rare_word",
+            "batch_size",
+        ):
             if getattr(self, name) < 1:
                 raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         if not 1 <= self.min_words <= self.max_words:
             raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
+        if self.rare_after is not None and self.rare_after < 0:
+            raise InputError(f"rare-after must be 0 or more, got {self.rare_after}")
         check_splitter(self.splitter)
         check_backend(self.teacher_backend)
         check_sources(self.corpus)
         check_exclude_files(self.exclude)
+
+    def word_targets(self, words: int) -> list[int]:
+        """Occurrences each of ``words`` vocabulary words (most frequent first) should get."""
+        return word_targets(words, self.sentences_per_word, self.rare_after, self.sentences_per_rare_word)
+
+    def tapers(self) -> bool:
+        """Whether some vocabulary words get fewer occurrences (keys of other runs stay as they were)."""
+        return self.rare_after is not None and self.rare_after < self.vocab_size
         language_sources(self)
 
 
