@@ -9,7 +9,9 @@ of the same size (~30k rows x 256 dims, float16, both libraries' default):
 * ST: ``StaticEmbedding.from_model2vec`` of that model2vec folder (+ ``Normalize``), on the CPU;
 * staticsem imported model2vec: ``staticsem.load`` of that model2vec folder (token-level: it encodes as
   model2vec does). ``--baseline-src DIR`` adds the same row run with another staticsem (``PYTHONPATH=DIR``,
-  e.g. ``main``'s ``src``), interleaved with the others, and prints the ratio of the two.
+  e.g. ``main``'s ``src``), interleaved with the others, and prints the ratio of the two;
+* ``--model LABEL=DIR`` (repeatable): any staticsem folder, one thread (e.g. the distilled default of
+  before and after a change, against model2vec in the same run).
 
 Every measurement runs in a fresh subprocess. "1 thread" rows set TOKENIZERS_PARALLELISM=false and
 OMP/OPENBLAS/MKL/RAYON_NUM_THREADS=1 (and ``torch.set_num_threads(1)``) and pin the process to core 0 with
@@ -196,6 +198,14 @@ def main() -> None:
         help="also measure the imported-model2vec row with the staticsem found in this folder "
         "(PYTHONPATH), e.g. /work/main/src, and print the ratio",
     )
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="also measure this staticsem model folder on one thread (repeatable), e.g. two distilled "
+        "defaults against each other and model2vec",
+    )
     parser.add_argument("--child", help=SUPPRESS)
     parser.add_argument("--child-model", help=SUPPRESS)
     parser.add_argument("--child-setting", type=int, default=0, help=SUPPRESS)
@@ -216,19 +226,22 @@ def main() -> None:
     _, staticsem_path = common.build_staticsem(args.models, args.data)
     m2v_path = common.build_model2vec(args.models)
     paths = {"staticsem": staticsem_path, "model2vec": m2v_path, "st": m2v_path, "staticsem-m2v": m2v_path}
-    runs = [(*run, None) for run in SPEED_RUNS]
+    runs = [(*run, None, paths[run[1]]) for run in SPEED_RUNS]
     if args.baseline_src is not None:
         same = [run for run in SPEED_RUNS if run[0] == IMPORTED]
-        runs += [(label + BASELINE_SRC, *rest, args.baseline_src) for label, *rest in same]
+        runs += [(label + BASELINE_SRC, *rest, args.baseline_src, paths[rest[0]]) for label, *rest in same]
+    for spec in args.model:
+        label, _, folder = spec.partition("=")
+        runs.append((f"staticsem {label} workers=1", "staticsem", 1, True, None, Path(folder)))
 
     rounds: list[list[dict[str, Any]]] = [[] for _ in runs]
     for number in range(1, args.rounds + 1):
-        for (label, kind, setting, pinned, src), results in zip(runs, rounds, strict=True):
+        for (label, kind, setting, pinned, src, path), results in zip(runs, rounds, strict=True):
             where = "1 thread, core 0" if pinned else "default threads"
             print(f"[round {number}/{args.rounds}] measuring {label} ({where}) ...", flush=True)
-            results.append(spawn(kind, paths[kind], args, setting, pinned, src))
+            results.append(spawn(kind, path, args, setting, pinned, src))
     speed: list[dict[str, Any]] = []
-    for (label, _, _, pinned, _), results in zip(runs, rounds, strict=True):
+    for (label, _, _, pinned, _, _), results in zip(runs, rounds, strict=True):
         best = min(results, key=lambda r: r["best_s"])
         speed.append(
             {
