@@ -170,6 +170,8 @@ def test_swe_learns_the_pieces_of_unknown_words_by_default(
     assert plain.pieces is None and "pieces" not in plain.metadata["steps"]
     with pytest.raises(staticsem.errors.InputError, match="piece-weight must be within 0..1"):
         swe(tmp_path, piece_weight=1.5).validate()
+    with pytest.raises(staticsem.errors.InputError, match="piece-train-weight must be within 0..1"):
+        swe(tmp_path, piece_train_weight=-0.5).validate()
     with pytest.raises(staticsem.errors.InputError, match="fallback must be one of pieces, prefix"):
         swe(tmp_path, fallback="ngrams").validate()
 
@@ -215,3 +217,19 @@ def test_the_classifier_s_network_reads_composed_rows_and_never_moves_them(
     after = net.table.weight.detach()  # type: ignore[union-attr]
     fixed = torch.from_numpy(inputs.fixed)
     assert torch.equal(after[fixed], before[fixed]) and not torch.allclose(after[~fixed], before[~fixed])
+
+
+def test_pieces_are_distilled_at_the_train_weight_and_the_model_encodes_at_its_own(
+    tmp_path: Path, subword_tokenizer: Tokenizer
+) -> None:
+    write_corpus(tmp_path / "corpus.txt")
+    model = build(tmp_path, FakeTeacher(subword_tokenizer), piece_weight=0.25, piece_train_weight=0.75)
+    trained = staticsem.load(tmp_path / ".model.work" / "stage3")
+    assert trained.pieces is not None and trained.pieces.weight == 0.75
+    assert model.pieces is not None and model.pieces.weight == 0.25
+    np.testing.assert_array_equal(model.pieces.vectors, trained.pieces.vectors)
+    # the model's weight is no training setting: changing it rewrites the model, the distillation stays
+    stamp = (tmp_path / ".model.work" / "stage3" / "model.safetensors").stat().st_mtime_ns
+    again = build(tmp_path, FakeTeacher(subword_tokenizer), piece_weight=1.0, piece_train_weight=0.75)
+    assert again.pieces is not None and again.pieces.weight == 1.0
+    assert (tmp_path / ".model.work" / "stage3" / "model.safetensors").stat().st_mtime_ns == stamp

@@ -22,6 +22,7 @@ import staticsem
 from fakes import FakeTeacher, write_corpus
 from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
+from staticsem.distillation.methods.swe.settings import SHORT_DEFAULT_MAX
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, fit_abtt
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Distillation, KDSettings, _Split, similarity_loss, train_table
@@ -510,6 +511,9 @@ def test_kd_short_by_default_draws_as_many_as_stage_1_chose(
     assert not settings(corpus, stages=("extract", "pca")).draws_short()
     assert not replace(settings(corpus), corpus=(f"en={corpus}", f"de={corpus}")).draws_short()
     assert settings(corpus).short_count(7) == 7 and settings(corpus, kd_short=0).short_count(7) == 0
+    # the default stops at SHORT_DEFAULT_MAX (a 100k-word selection chooses 157k); a count asked for is kept
+    assert settings(corpus).short_count(157_355) == SHORT_DEFAULT_MAX == 100_000
+    assert settings(corpus, kd_short=150_000).short_count(157_355) == 150_000
 
 
 def test_kd_short_by_default_runs_without_short_sentences(

@@ -377,6 +377,19 @@ class StaticModel:
             normalize=self.normalize,
         )
 
+    def with_pieces(self, pieces: PieceTable) -> StaticModel:
+        """This word-level model with ``pieces`` as its table of subword pieces (in place of any)."""
+        return StaticModel(
+            self.vocab,
+            self.vectors,
+            scales=self.scales,
+            tokenizer=pieces.tokenizer,
+            pieces=pieces,
+            metadata=self.metadata,
+            splitter=self.splitter.name,
+            normalize=self.normalize,
+        )
+
     def save(self, path: str | Path, **options: Any) -> Path:
         """Save in staticsem's folder format (see ``staticsem.io.native_write.save`` for options)."""
         from staticsem.io.native_write import save

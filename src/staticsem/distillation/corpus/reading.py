@@ -188,7 +188,8 @@ def iter_sentences(
                 digest = hashlib.blake2b(sentence.encode("utf-8", "surrogatepass"), digest_size=8).digest()
                 if digest in seen:
                     continue
-                if banned is not None and (whole or sentence in banned):
+                # a one-sentence line was looked up already (whole): hash it once
+                if banned is not None and (whole or (sentence != text and sentence in banned)):
                     seen.add(digest)  # counted once
                     dropped += 1
                     continue

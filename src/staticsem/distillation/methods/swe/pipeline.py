@@ -32,7 +32,13 @@ from staticsem.distillation.corpus.reading import (
 )
 from staticsem.distillation.corpus.sampling import missing_words, sample_sentences, select_sentences
 from staticsem.distillation.method import Frame
-from staticsem.distillation.methods.swe.settings import SHORT_WORDS, ASESettings, SWESettings, for_teacher
+from staticsem.distillation.methods.swe.settings import (
+    SHORT_DEFAULT_MAX,
+    SHORT_WORDS,
+    ASESettings,
+    SWESettings,
+    for_teacher,
+)
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
 from staticsem.distillation.stages.extract import alone_states, extract
@@ -135,10 +141,11 @@ class Pipeline(StepRun):
             {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
         )
         if s.kd_corpus or s.draws_short():  # keys of runs without KD-only text stay as they were
+            short = s.kd_short or f"chosen<={SHORT_DEFAULT_MAX}"
             keys["targets"] = fingerprint(
                 {
                     "sources": [p["sha256"] for p in fingerprint_sources(s.kd_corpus)],
-                    **({"short": s.kd_short or "chosen", "seed": s.seed} if s.draws_short() else {}),
+                    **({"short": short, "seed": s.seed} if s.draws_short() else {}),
                     "select": keys.get("select", extract_key),
                     "teacher": s.teacher,
                     "words": (s.min_words, s.max_words),
@@ -157,7 +164,7 @@ class Pipeline(StepRun):
                 **backend_key(s.teacher_backend),
             }
             keys["pieces"] = fingerprint(states)
-            objective["pieces"] = {"states": keys["pieces"], "weight": s.piece_weight}
+            objective["pieces"] = {"states": keys["pieces"], "weight": s.piece_train_weight}
         # a setting added later counts only when used, so keys of runs made without it stay as they were
         settings = {k: v for k, v in asdict(s.kd).items() if k != "average" or v}
         kd = fingerprint({"pca": pca, "kd": settings, **objective})
@@ -181,6 +188,8 @@ class Pipeline(StepRun):
         self.run_steps((*first, *later), self.keys)
         final = self.settings.stages[-1]
         model = load(self.work.folder / {"extract": "stage1", "pca": "stage2", "kd": "stage3"}[final])
+        if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
+            model = model.with_pieces(replace(model.pieces, weight=self.settings.piece_weight))
         model.metadata = self._metadata()
         model.save(self.out, dtype=dtype)
         self._write_analysis()
@@ -329,15 +338,7 @@ class Pipeline(StepRun):
         tokenizer = stage2.tokenizer
         if tokenizer is None or len(rows) != tokenizer.get_vocab_size(with_added_tokens=True):
             raise InputError("subword pieces need the teacher's subword tokenizer on the model")
-        pieces = PieceTable(rows, tokenizer, self.settings.piece_weight)
-        return StaticModel(
-            stage2.vocab,
-            stage2.vectors,
-            tokenizer=tokenizer,
-            pieces=pieces,
-            metadata=stage2.metadata,
-            splitter=stage2.splitter.name,
-        )
+        return stage2.with_pieces(PieceTable(rows, tokenizer, self.settings.piece_train_weight))
 
     def _pca(self) -> dict[str, Any]:
         s, sentences = self.settings, self.chosen["sentences"]
@@ -418,3 +419,4 @@ def run_ase(settings: ASESettings, frame: Frame) -> StaticModel:
     """The ase method's run: SWE's stage 1 alone (the model records SWE's settings, as it always has)."""
     stage1 = SWESettings(**{f.name: getattr(settings, f.name) for f in fields(settings)}, stages=("extract",))
     return run_in_frame(Pipeline, stage1, frame, method="ase")
+

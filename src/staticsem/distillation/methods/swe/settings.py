@@ -23,6 +23,9 @@ WIDE_TEACHER = 768
 OBJECTIVES = ("kd", "contrastive", "both")
 FALLBACKS = ("pieces", "prefix")
 SHORT_WORDS = (5, 15)  # words of a --kd-short sentence
+# the default short-sentence count stops here: MiniLM's STS mean gains +0.45 for the first 80k and +0.1 for
+# the next 80k (studies/README.md, kd_ceiling.py), mpnet's nothing past 80k; each costs a teacher pass
+SHORT_DEFAULT_MAX = 100_000
 
 
 @dataclass(frozen=True)
@@ -37,16 +40,20 @@ class ASESettings:
     teacher: str | None = setting(
         None, "Sentence Transformer folder or hub name [default: packaged all-MiniLM-L6-v2]."
     )
-    vocab_size: int = setting(50_000, "Words to keep.")
+    # 100k words with the rare-word taper below: word similarity 69.96 -> 71.8, for 1.3x the passes of 50k
+    # (studies/README.md §vocabulary_curve.py)
+    vocab_size: int = setting(100_000, "Words to keep.")
     min_count: int = setting(3, "Minimum corpus count of a vocabulary word.")
     vocabulary: str | None = setting(
         None, "Word list (most frequent first) instead of the corpus's top words."
     )
     sentences_per_word: int = setting(10, "Occurrences each word should get.")
     # words ranked past rare_after each bring their own sentences (no pass sharing): fewer of them keep a
-    # bigger vocabulary cheap (studies/README.md §vocabulary)
+    # bigger vocabulary cheap (studies/README.md §vocabulary_curve.py)
     rare_after: int | None = setting(
-        None, "Words ranked past this get --sentences-per-rare-word occurrences [none: every word the same]."
+        50_000,
+        "Words ranked past this get --sentences-per-rare-word occurrences (at --vocab-size or more: every "
+        "word the same).",
     )
     sentences_per_rare_word: int = setting(3, "Occurrences each word ranked past --rare-after should get.")
     select_threshold: float = setting(
@@ -149,19 +156,25 @@ class SWESettings(ASESettings):
         None,
         f"Corpus sentences of {SHORT_WORDS[0]}-{SHORT_WORDS[1]} words (not chosen by stage 1, drawn at "
         "random) added as distillation targets only: one teacher pass each [default: as many as stage 1 "
-        "chose, where the corpus allows (files in one language, a distillation step); 0: none].",
+        f"chose, at most {SHORT_DEFAULT_MAX:,}, where the corpus allows (files in one language, a "
+        "distillation step); 0: none].",
     )
-    # unknown words: learned rows of the teacher's subword pieces, distilled with the words (SciFact dense
-    # 49.5 -> 54.0 with weight 1; studies/README.md §retrieval_levers.py), or the longest known prefix
+    # unknown words: learned rows of the teacher's subword pieces, distilled with the words, or the longest
+    # known prefix. The 100k-word build (studies/README.md §retrieval_levers.py, §vocabulary_curve.py),
+    # trained at weight 1 and encoding at 1 / 0.75 / 0.5 / 0.25 / 0: SciFact dense 53.9 / 54.9 / 53.8 /
+    # 51.5 / 48.3, STS mean 73.26 / 73.58 / 73.73 / 73.76 / 73.74; trained at 0.5: 53.9, 73.50
     fallback: str = setting(
         "pieces",
         "How unknown words get a vector: pieces (the teacher's subword pieces, each a row distilled with "
         "the words) or prefix (the longest known prefix, the models before 2026-11-26).",
     )
     piece_weight: float = setting(
-        1.0,
-        "An unknown word of k pieces weighs k ** this against a known word's 1 (1: each piece counts as a "
-        "word; 0: the word counts once).",
+        0.5,
+        "In the model: an unknown word of k pieces weighs k ** this against a known word's 1 (1: each "
+        "piece counts as a word; 0: the word counts once).",
+    )
+    piece_train_weight: float = setting(
+        1.0, "The same weight while the pieces are distilled (the model gets --piece-weight)."
     )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
     keep_analysis: bool = setting(
@@ -200,8 +213,10 @@ class SWESettings(ASESettings):
             )
         if self.fallback not in FALLBACKS:
             raise InputError(f"fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}")
-        if not 0.0 <= self.piece_weight <= 1.0:
-            raise InputError(f"--piece-weight must be within 0..1, got {self.piece_weight}")
+        for name in ("piece_weight", "piece_train_weight"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                flag = "--" + name.replace("_", "-")
+                raise InputError(f"{flag} must be within 0..1, got {getattr(self, name)}")
         if not self.kd.tau > 0.0:
             raise InputError(f"--kd-tau must be positive, got {self.kd.tau}")
         if not 0.0 <= self.kd.average < 1.0:
@@ -241,10 +256,11 @@ class SWESettings(ASESettings):
         return self.fallback == "pieces" and "kd" in self.stages
 
     def short_count(self, chosen: int) -> int:
-        """How many short sentences to draw: ``--kd-short``, by default ``chosen`` (stage 1's count)."""
+        """How many short sentences to draw: ``--kd-short``, by default ``chosen`` (stage 1's count) up to
+        ``SHORT_DEFAULT_MAX``."""
         if not self.draws_short():
             return 0
-        return chosen if self.kd_short is None else self.kd_short
+        return min(chosen, SHORT_DEFAULT_MAX) if self.kd_short is None else self.kd_short
 
 
 def for_teacher(settings: SWESettings, width: int, layers: int) -> SWESettings:
