@@ -45,13 +45,13 @@ import hashlib
 import json
 import re
 import time
-from dataclasses import fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-import _benchmarks  # noqa: F401  (benchmarks/ on the path: _common, teacher_backends)
+import _benchmarks  # benchmarks/ on the path (_common, teacher_backends); parse_run
 import _common as common
 
 STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
@@ -188,16 +188,8 @@ def refit(work: Path, sentences: list[str], dim: int) -> Any:
 
 def parse_run(spec: str) -> dict[str, Any]:
     """``a=1+b=2`` → {"a": 1, "b": 2}; ``default`` → {}."""
-    from staticsem.distillation.stages.kd import KDSettings
-
-    types = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
-    types.update(fraction=float, oracle=int, dim=int, loss=str, **{name: int for name in (*EXTRA, *WIKI)})
-    options: dict[str, Any] = {}
-    for part in (p for p in spec.split("+") if p != "default"):
-        name, _, value = part.partition("=")
-        if name not in types:
-            raise SystemExit(f"unknown setting {name!r} in run {spec!r}")
-        options[name] = value.lower() == "true" if types[name] is bool else types[name](value)
+    extra = dict(fraction=float, oracle=int, dim=int, loss=str, **{name: int for name in (*EXTRA, *WIKI)})
+    options = _benchmarks.parse_run(spec, extra)
     if options.get("loss", "kl") not in ("kl", "pearson", "mse", "kl_pearson"):
         raise SystemExit(f"unknown loss {options['loss']!r} in run {spec!r}")
     return options

@@ -45,13 +45,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-import _benchmarks  # noqa: F401  (benchmarks/ on the path: _common, teacher_backends)
+import _benchmarks  # benchmarks/ on the path (_common, teacher_backends); parse_run
 import _common as common
 
 STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
@@ -236,17 +236,7 @@ def extract_layers(args: Any, layers: list[int]) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- step 3: runs
 def parse_run(spec: str) -> dict[str, Any]:
     """``dim=384+tau=0.1`` → {"dim": 384, "tau": 0.1}; ``default`` → {}."""
-    from staticsem.distillation.stages.kd_settings import KDSettings
-
-    types: dict[str, Any] = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
-    types.update(dim=int, remove_top=int, layer=str, kd=bool)
-    options: dict[str, Any] = {}
-    for part in (p for p in spec.split("+") if p != "default"):
-        name, _, value = part.partition("=")
-        if name not in types:
-            raise SystemExit(f"unknown setting {name!r} in run {spec!r}")
-        options[name] = value.lower() == "true" if types[name] is bool else types[name](value)
-    return options
+    return _benchmarks.parse_run(spec, {"dim": int, "remove_top": int, "layer": str, "kd": bool})
 
 
 def stage1_table(work: Path, layer: str | None) -> Any:
