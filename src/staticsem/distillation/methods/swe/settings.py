@@ -40,7 +40,8 @@ class ASESettings:
     teacher: str | None = setting(
         None, "Sentence Transformer folder or hub name [default: packaged all-MiniLM-L6-v2]."
     )
-    # 100k words with the rare-word taper below: word similarity 69.96 -> 71.8, for 1.3x the passes of 50k
+    # 100k words with the rare-word taper below and the pieces: word similarity 69.96 -> 71.28, SciFact dense
+    # 49.51 -> 53.34 in 1.23x the time of 50k
     # (studies/README.md §vocabulary_curve.py)
     vocab_size: int = setting(100_000, "Words to keep.")
     min_count: int = setting(3, "Minimum corpus count of a vocabulary word.")
@@ -150,8 +151,8 @@ class SWESettings(ASESettings):
     )
     # short corpus sentences (the length of STS pairs and queries) as distillation targets only. Random
     # Wikipedia ones of 5-15 words on the full builds (studies/README.md §"Short sentences at scale"):
-    # MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.35-73.41; the default
-    # (as many as chosen, 119k) built from scratch: MiniLM 73.56 in 11.7 min, mpnet 73.46 in 40.2 min
+    # MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.35-73.41. With 100k
+    # words (157k chosen): all 157k 73.73 in 40.9 min, at most 100k (SHORT_DEFAULT_MAX) 73.39 in 36.5 min
     kd_short: int | None = setting(
         None,
         f"Corpus sentences of {SHORT_WORDS[0]}-{SHORT_WORDS[1]} words (not chosen by stage 1, drawn at "
