@@ -419,4 +419,3 @@ def run_ase(settings: ASESettings, frame: Frame) -> StaticModel:
     """The ase method's run: SWE's stage 1 alone (the model records SWE's settings, as it always has)."""
     stage1 = SWESettings(**{f.name: getattr(settings, f.name) for f in fields(settings)}, stages=("extract",))
     return run_in_frame(Pipeline, stage1, frame, method="ase")
-
