@@ -385,7 +385,8 @@ def test_cli_swe_with_the_real_teacher(corpus_dir: Path, caplog: pytest.LogCaptu
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="staticsem"):
         again = CliRunner().invoke(app, args)
-    assert again.exit_code == 0 and caplog.text.count("reusing") == 6  # vocab ... targets, kd
+    assert again.exit_code == 0 and caplog.text.count("reusing") == 7  # vocab ... pieces, targets, kd
+    assert model.pieces is not None  # the default learns subword pieces
 
 
 def test_moved_corpus_with_the_same_content_reuses_every_step(
