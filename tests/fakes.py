@@ -16,6 +16,8 @@ import torch
 from tokenizers import Tokenizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
+from staticsem.distillation.methods.swe.settings import SWESettings
+from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.teachers.teacher import TeacherBatch
 from staticsem.errors import InputError
 
@@ -296,3 +298,19 @@ def write_eval_data(root: Path) -> Path:
         ],
     )
     return root
+
+
+def tiny_swe(corpus: Path, **changes: object) -> SWESettings:
+    """SWE settings small enough for a fake teacher and a few hundred sentences (``changes`` override)."""
+    base = {
+        "corpus": (str(corpus),),
+        "vocab_size": 40,
+        "min_count": 2,
+        "sentences_per_word": 40,
+        "batch_size": 16,
+        "pca_sentences": 1000,
+        "remove_top": 1,
+        "dim": 6,
+        "kd": KDSettings(batch_size=32, eval_every=10, max_steps=60, dev_size=100),
+    }
+    return SWESettings(**{**base, **changes})  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 import staticsem
-from fakes import FakeTeacher, write_corpus
+from fakes import FakeTeacher, tiny_swe, write_corpus
 from staticsem.cli import app
 from staticsem.distillation.corpus.exclude import Exclusion, normalise, sentence_hash
 from staticsem.distillation.corpus.prefetch import background_sentences
@@ -93,19 +93,9 @@ def test_the_reader_drops_listed_lines_and_sentences_and_counts_them(tmp_path: P
 
 
 def swe_settings(folder: Path, **changes: object) -> SWESettings:
-    base = {
-        "corpus": (str(folder / "corpus.txt"),),
-        "vocab_size": 500,
-        "min_count": 2,
-        "sentences_per_word": 40,
-        "batch_size": 16,
-        "pca_sentences": 1000,
-        "remove_top": 1,
-        "dim": 6,
-        "kd": KDSettings(batch_size=32, eval_every=10, max_steps=30, dev_size=100),
-        "kd_short": 100_000,  # every eligible short sentence: an excluded one would be drawn
-    }
-    return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
+    kd = KDSettings(batch_size=32, eval_every=10, max_steps=30, dev_size=100)
+    # kd_short: every eligible short sentence, so an excluded one would be drawn
+    return tiny_swe(folder / "corpus.txt", **{"vocab_size": 500, "kd": kd, "kd_short": 100_000, **changes})
 
 
 def build(folder: Path, tokenizer: Tokenizer, out: str, **changes: object) -> tuple[RecordingTeacher, dict]:

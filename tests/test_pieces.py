@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 import staticsem
 from conftest import PIECES, WORDS
-from fakes import FakeTeacher, write_corpus
+from fakes import FakeTeacher, tiny_swe, write_corpus
 from staticsem.cli import app
 from staticsem.distillation.methods.swe.pipeline import PIECES_FILE, Pipeline, SWESettings
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE
-from staticsem.distillation.stages.kd import Distillation, KDSettings, trainable_table, with_table
+from staticsem.distillation.stages.kd import Distillation, trainable_table, with_table
 from staticsem.errors import ModelFormatError
 from staticsem.model import StaticModel
 from staticsem.pieces import PieceTable
@@ -120,19 +120,8 @@ def test_bad_piece_tables_are_refused(subword_tokenizer: Tokenizer) -> None:
 
 
 def swe(folder: Path, **changes: object) -> SWESettings:
-    base = {
-        "corpus": (str(folder / "corpus.txt"),),
-        "vocab_size": 40,
-        "min_count": 8,  # the words of the unknown-word lines stay out of the vocabulary
-        "sentences_per_word": 40,
-        "batch_size": 16,
-        "pca_sentences": 1000,
-        "remove_top": 1,
-        "dim": 6,
-        "kd": KDSettings(batch_size=32, eval_every=10, max_steps=60, dev_size=100),
-        "kd_short": 0,
-    }
-    return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
+    # min_count 8: the words of the unknown-word lines stay out of the vocabulary
+    return tiny_swe(folder / "corpus.txt", **{"min_count": 8, "kd_short": 0, **changes})
 
 
 def build(folder: Path, teacher: FakeTeacher, **changes: object) -> StaticModel:

@@ -19,7 +19,7 @@ from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
 import staticsem
-from fakes import FakeTeacher, write_corpus
+from fakes import FakeTeacher, tiny_swe, write_corpus
 from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 from staticsem.distillation.methods.swe.settings import SHORT_DEFAULT_MAX
@@ -30,19 +30,8 @@ from staticsem.errors import InputError
 
 
 def settings(corpus: Path, **changes: object) -> SWESettings:
-    base = {
-        "corpus": (str(corpus),),
-        "vocab_size": 40,
-        "min_count": 2,
-        "sentences_per_word": 40,
-        "batch_size": 16,
-        "pca_sentences": 1000,
-        "remove_top": 1,
-        "dim": 6,
-        "kd": KDSettings(batch_size=32, eval_every=10, max_steps=60, dev_size=100),
-        "fallback": "prefix",  # these tests count the teacher's passes; test_pieces.py covers the pieces
-    }
-    return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
+    # these tests count the teacher's passes; test_pieces.py covers the pieces
+    return tiny_swe(corpus, **{"fallback": "prefix", **changes})
 
 
 def run(
@@ -186,7 +175,7 @@ import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
 from conftest import PIECES
-from fakes import FakeTeacher, write_corpus
+from fakes import FakeTeacher, tiny_swe, write_corpus
 from test_swe import settings
 from tokenizers import Tokenizer, models
 from staticsem.distillation.methods.swe.pipeline import Pipeline
