@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -40,6 +41,28 @@ def test_each_sub_command_shows_its_own_options() -> None:
     assert "--kd-tau" in swe and "--kd-groups" in swe and "--window" not in swe
     assert "--window" in glove and "--x-max" in glove and "--kd-tau" not in glove
     assert "--ray" in swe and "--ray" not in glove  # only methods that scale run on Ray
+
+
+@pytest.mark.parametrize("form", [[], ["--method"]])
+def test_a_default_that_differs_between_methods_stays_each_methods(
+    form: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SWE aims at 7 sentences a word, ASE (whose vectors are the contexts' mean alone) at 10
+    import staticsem.cli_distill as cli_distill
+
+    built: dict[str, Any] = {}
+
+    def capture(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
+        built[name] = make_settings(get_method(name), values)
+
+    monkeypatch.setattr(cli_distill, "run", capture)
+    runner = CliRunner()
+    for name in ("swe", "ase"):
+        result = runner.invoke(app, ["distill", *form, name, "--out", "unused"])
+        assert result.exit_code == 0, result.output
+    assert built["swe"].sentences_per_word == 7 and built["ase"].sentences_per_word == 10
+    given = runner.invoke(app, ["distill", *form, "ase", "--sentences-per-word", "4", "--out", "x"])
+    assert given.exit_code == 0 and built["ase"].sentences_per_word == 4
 
 
 def test_settings_from_keywords_record_lists_as_tuples_and_refuse_strangers() -> None:

@@ -22,7 +22,7 @@ import staticsem
 from fakes import FakeTeacher, tiny_swe, write_corpus
 from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
-from staticsem.distillation.methods.swe.settings import SHORT_DEFAULT_MAX
+from staticsem.distillation.methods.swe.settings import SHORT_DEFAULT_MAX, SHORT_PER_CHOSEN
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, fit_abtt
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Distillation, KDSettings, _Split, similarity_loss, train_table
@@ -482,7 +482,7 @@ def test_kd_short_draws_short_unchosen_corpus_sentences_as_targets(
         replace(settings(corpus, kd_short=10), corpus=(f"en={corpus}", f"de={corpus}")).validate()
 
 
-def test_kd_short_by_default_draws_as_many_as_stage_1_chose(
+def test_kd_short_by_default_draws_a_share_of_stage_1s_count(
     corpus_dir: Path, subword_tokenizer: Tokenizer
 ) -> None:
     teacher = FakeTeacher(subword_tokenizer)
@@ -490,20 +490,24 @@ def test_kd_short_by_default_draws_as_many_as_stage_1_chose(
     work = corpus_dir / ".default.work"
     chosen = json.loads((work / "select.json").read_text())["sentences"]
     short = json.loads((work / "targets.json").read_text())["sentences"]
-    assert len(short) == len(chosen) == teacher.sentences // 2 and not set(short) & set(chosen)
-    assert all(5 <= len(t.split()) <= 15 for t in short)
+    lines = (corpus_dir / "corpus.txt").read_text().splitlines()
+    eligible = {t for t in lines if t not in set(chosen) and 5 <= len(t.split()) <= 15}
+    assert len(short) == round(SHORT_PER_CHOSEN * len(chosen)) < len(eligible)  # the corpus holds enough
+    assert set(short) <= eligible and len(set(short)) == len(short)
+    assert teacher.sentences == len(chosen) + len(short)
     steps = model.metadata["steps"]
-    assert steps["kd"]["kd_train"] + steps["kd"]["kd_dev"] == 2 * len(chosen)
-    assert model.metadata["teacher_passes"] == 2 * len(chosen)
+    assert steps["kd"]["kd_train"] + steps["kd"]["kd_dev"] == len(chosen) + len(short)
+    assert model.metadata["teacher_passes"] == len(chosen) + len(short)
     corpus = corpus_dir / "corpus.txt"
     # where the draw cannot run, the default is none (an explicit count is an error there, tested above)
     assert not replace(settings(corpus), corpus=("-",)).draws_short()
     assert not settings(corpus, stages=("extract", "pca")).draws_short()
     assert not replace(settings(corpus), corpus=(f"en={corpus}", f"de={corpus}")).draws_short()
-    assert settings(corpus).short_count(7) == 7 and settings(corpus, kd_short=0).short_count(7) == 0
-    # the default stops at SHORT_DEFAULT_MAX (a 100k-word selection chooses 157k); a count asked for is kept
-    assert settings(corpus).short_count(157_355) == SHORT_DEFAULT_MAX == 100_000
-    assert settings(corpus, kd_short=150_000).short_count(157_355) == 150_000
+    assert settings(corpus).short_count(8) == 10 and settings(corpus, kd_short=0).short_count(8) == 0
+    # the default stops at SHORT_DEFAULT_MAX (100k words choose 120-160k sentences); a count asked for is kept
+    assert settings(corpus).short_count(100_000) == 125_000
+    assert settings(corpus).short_count(137_538) == SHORT_DEFAULT_MAX == 160_000
+    assert settings(corpus, kd_short=150_000).short_count(137_538) == 150_000
 
 
 def test_kd_short_by_default_runs_without_short_sentences(

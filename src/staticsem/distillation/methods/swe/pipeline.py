@@ -34,6 +34,7 @@ from staticsem.distillation.corpus.sampling import missing_words, sample_sentenc
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.settings import (
     SHORT_DEFAULT_MAX,
+    SHORT_PER_CHOSEN,
     SHORT_WORDS,
     ASESettings,
     SWESettings,
@@ -141,7 +142,7 @@ class Pipeline(StepRun):
             {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
         )
         if s.kd_corpus or s.draws_short():  # keys of runs without KD-only text stay as they were
-            short = s.kd_short or f"chosen<={SHORT_DEFAULT_MAX}"
+            short = s.kd_short or f"{SHORT_PER_CHOSEN}*chosen<={SHORT_DEFAULT_MAX}"
             keys["targets"] = fingerprint(
                 {
                     "sources": [p["sha256"] for p in fingerprint_sources(s.kd_corpus)],

@@ -23,9 +23,12 @@ WIDE_TEACHER = 768
 OBJECTIVES = ("kd", "contrastive", "both")
 FALLBACKS = ("pieces", "prefix")
 SHORT_WORDS = (5, 15)  # words of a --kd-short sentence
-# the default short-sentence count stops here: MiniLM's STS mean gains +0.45 for the first 80k and +0.1 for
-# the next 80k (studies/README.md, kd_ceiling.py), mpnet's nothing past 80k; each costs a teacher pass
-SHORT_DEFAULT_MAX = 100_000
+# the default short-sentence count: SHORT_PER_CHOSEN per sentence stage 1 chose (a short pass costs about
+# half a chosen one, so stage 3's targets take about 60 % of stage 1's teacher time), stopping at
+# SHORT_DEFAULT_MAX: MiniLM's STS mean gains +0.45 for the first 80k, +0.1 for the next 80k and keeps
+# rising slowly to 320k (studies/README.md, kd_ceiling.py); mpnet's gains nothing past 80k
+SHORT_PER_CHOSEN = 1.25
+SHORT_DEFAULT_MAX = 160_000
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,8 @@ class ASESettings:
     teacher: str | None = setting(
         None, "Sentence Transformer folder or hub name [default: packaged all-MiniLM-L6-v2]."
     )
-    # 100k words with the rare-word taper below and the pieces: word similarity 69.96 -> 71.28, SciFact dense
-    # 49.51 -> 53.34 in 1.23x the time of 50k
+    # 100k words with the rare-word taper below and the pieces: word similarity 69.96 -> 71.34, SciFact dense
+    # 49.51 -> 53.16, STS mean 73.50 -> 73.80 in 1.28x the time of 50k (with SWE's defaults)
     # (studies/README.md §vocabulary_curve.py)
     vocab_size: int = setting(100_000, "Words to keep.")
     min_count: int = setting(3, "Minimum corpus count of a vocabulary word.")
@@ -127,6 +130,11 @@ class ASESettings:
 class SWESettings(ASESettings):
     """Everything that decides an SWE model (recorded in its config.json): stage 1, then PCA and training."""
 
+    # SWE's own default (ASE keeps 10: its vectors are the contexts' mean and nothing more). With 100k words,
+    # 7 (128,551 chosen) and 160,000 short sentences: STS mean 73.80 in 38.2 min; 10 (157,355 chosen) and
+    # 100,000 short: 73.39 in 36.5 min, 157,355 short: 73.73 in 40.9 min (studies/README.md
+    # §vocabulary_curve.py). Short sentences buy STS, more sentences a word mostly word similarity.
+    sentences_per_word: int = setting(7, "Occurrences each word should get.")
     pca_sentences: int = setting(100_000, "Sentences for the sentence-level PCA.")
     remove_top: int | None = setting(None, "Top principal components to remove [teacher width / 100].")
     dim: int = setting(256, "Dimensions of the model.")
@@ -152,13 +160,14 @@ class SWESettings(ASESettings):
     # short corpus sentences (the length of STS pairs and queries) as distillation targets only. Random
     # Wikipedia ones of 5-15 words on the full builds (studies/README.md §"Short sentences at scale"):
     # MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.35-73.41. With 100k
-    # words (157k chosen): all 157k 73.73 in 40.9 min, at most 100k (SHORT_DEFAULT_MAX) 73.39 in 36.5 min
+    # words, 10 sentences a word (157k chosen): 100k short 73.39, all 157k 73.73; 8 a word (137.5k chosen):
+    # 137.5k short 73.60, 160k 73.86 (studies/README.md §vocabulary_curve.py)
     kd_short: int | None = setting(
         None,
         f"Corpus sentences of {SHORT_WORDS[0]}-{SHORT_WORDS[1]} words (not chosen by stage 1, drawn at "
-        "random) added as distillation targets only: one teacher pass each [default: as many as stage 1 "
-        f"chose, at most {SHORT_DEFAULT_MAX:,}, where the corpus allows (files in one language, a "
-        "distillation step); 0: none].",
+        f"random) added as distillation targets only: one teacher pass each [default: {SHORT_PER_CHOSEN} "
+        f"per sentence stage 1 chose, at most {SHORT_DEFAULT_MAX:,}, where the corpus allows (files in one "
+        "language, a distillation step); 0: none].",
     )
     # unknown words: learned rows of the teacher's subword pieces, distilled with the words, or the longest
     # known prefix. The 100k-word build (studies/README.md §retrieval_levers.py, §vocabulary_curve.py),
@@ -257,11 +266,13 @@ class SWESettings(ASESettings):
         return self.fallback == "pieces" and "kd" in self.stages
 
     def short_count(self, chosen: int) -> int:
-        """How many short sentences to draw: ``--kd-short``, by default ``chosen`` (stage 1's count) up to
-        ``SHORT_DEFAULT_MAX``."""
+        """How many short sentences to draw: ``--kd-short``, by default ``SHORT_PER_CHOSEN`` times
+        ``chosen`` (stage 1's count) up to ``SHORT_DEFAULT_MAX``."""
         if not self.draws_short():
             return 0
-        return min(chosen, SHORT_DEFAULT_MAX) if self.kd_short is None else self.kd_short
+        if self.kd_short is not None:
+            return self.kd_short
+        return min(round(chosen * SHORT_PER_CHOSEN), SHORT_DEFAULT_MAX)
 
 
 def for_teacher(settings: SWESettings, width: int, layers: int) -> SWESettings:
