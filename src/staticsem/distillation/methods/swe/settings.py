@@ -161,7 +161,7 @@ class SWESettings(ASESettings):
     # Wikipedia ones of 5-15 words on the full builds (studies/README.md §"Short sentences at scale"):
     # MiniLM 72.94 -> 73.39 / 73.49 / 73.80 for 80k / 160k / 320k, mpnet 73.19 -> 73.35-73.41. With 100k
     # words, 10 sentences a word (157k chosen): 100k short 73.39, all 157k 73.73; 8 a word (137.5k chosen):
-    # 137.5k short 73.60, 160k 73.86 (studies/README.md §vocabulary_curve.py)
+    # 140k short 73.60, 160k 73.86 (studies/README.md §vocabulary_curve.py)
     kd_short: int | None = setting(
         None,
         f"Corpus sentences of {SHORT_WORDS[0]}-{SHORT_WORDS[1]} words (not chosen by stage 1, drawn at "
