@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+# the studies' STS mean: STS-B dev, SICK-R trial and SICK-R train
+STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 

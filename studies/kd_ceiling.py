@@ -53,8 +53,8 @@ import numpy as np
 
 import _benchmarks  # benchmarks/ on the path (_common, teacher_backends); parse_run
 import _common as common
+from _benchmarks import STS_FILES
 
-STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
 RUNS = (
     "default,tau=0.02,tau=0.1,batch_size=512,lr=0.003,patience=20,"
     "fraction=0.25,fraction=0.5,oracle=1,oracle=5+patience=20"

@@ -53,8 +53,8 @@ import numpy as np
 
 import _benchmarks  # benchmarks/ on the path (_common, teacher_backends); parse_run
 import _common as common
+from _benchmarks import STS_FILES
 
-STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
 RUNS = (  # most telling first: results are saved after every run
     "default,kd=false,lr=0.0003,lr=0.003,patience=20,tau=0.1,tau=0.02,"
     "dim=384,dim=512,dim=768+remove_top=0,remove_top=0,remove_top=4,remove_top=16,"

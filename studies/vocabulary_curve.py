@@ -38,8 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _benchmarks import STS_FILES
+
 REPO = Path(__file__).resolve().parent.parent
-STS_FILES = ("stsb-dev.tsv", "sickr-trial.tsv", "sickr-train.tsv")
 CORPUS = (
     "enwiki2015-sentences-00.txt.gz",
     "enwiki2015-sentences-01.txt.gz",
