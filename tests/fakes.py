@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import signal
 import time
 from pathlib import Path
@@ -14,12 +15,27 @@ from typing import Any
 import numpy as np
 import torch
 from tokenizers import Tokenizer
+from tokenizers.models import WordPiece
+from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
 from staticsem.distillation.methods.swe.settings import SWESettings
 from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.teachers.teacher import TeacherBatch
 from staticsem.errors import InputError
+
+
+def corpus_tokenizer(*files: Path) -> Tokenizer:
+    """A lower-casing WordPiece tokenizer that reads the words of ``files`` whole (a teacher's tokenizer for
+    their languages: few tokens a character, nothing unknown), with every character as a piece besides."""
+    text = "".join(f.read_text(encoding="utf-8") for f in files).lower()
+    words = set(re.findall(r"\w+", text))
+    chars = sorted(set(text) - set(" \t\n"))
+    pieces = ["[UNK]", "[CLS]", "[SEP]", *sorted(words - set(chars)), *chars, *(f"##{c}" for c in chars)]
+    tok = Tokenizer(WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
+    tok.normalizer = BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = BertPreTokenizer()
+    return tok
 
 
 def word_vector(word: str, width: int) -> np.ndarray:

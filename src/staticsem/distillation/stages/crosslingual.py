@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load_file
 
+from staticsem.distillation.corpus.languages import check_languages
 from staticsem.distillation.corpus.reading import untag
 from staticsem.errors import InputError
 from staticsem.io import load
@@ -31,6 +32,7 @@ def language_sources(settings: Any) -> dict[str, tuple[str, ...]]:
     tags = [language for language, _ in tagged]
     if any(tags) and not all(tags):
         raise InputError("tag every corpus with its language (de=FILE) or none of them")
+    check_languages([str(tag) for tag in tags if tag] + list(settings.languages))
     if settings.language is not None:  # one language's run of an untagged corpus
         return {}
     if all(tags):
@@ -45,6 +47,12 @@ def language_sources(settings: Any) -> dict[str, tuple[str, ...]]:
     if len(set(settings.languages)) < 2:
         raise InputError(f"--languages needs two or more languages, got {','.join(settings.languages)}")
     return {language: tuple(settings.corpus) for language in dict.fromkeys(settings.languages)}
+
+
+def corpus_languages(settings: Any) -> list[str]:
+    """The languages ``settings`` names: its corpus tags (in order, once each), else ``--languages``."""
+    tags = [language for language, _ in map(untag, settings.corpus) if language]
+    return list(dict.fromkeys(tags)) or list(dict.fromkeys(settings.languages))
 
 
 def merge_vocabularies(

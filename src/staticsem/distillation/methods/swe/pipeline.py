@@ -14,15 +14,16 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from safetensors.numpy import load_file
+from tqdm.auto import tqdm
 
-from staticsem.distillation.checkpoint import ANALYSIS_FILE, fingerprint
+from staticsem.distillation.checkpoint import ANALYSIS_FILE, ChunkStore, fingerprint
 from staticsem.distillation.corpus.parallel import read_pairs
 from staticsem.distillation.corpus.prefetch import background_sentences
 from staticsem.distillation.corpus.reading import (
@@ -32,6 +33,13 @@ from staticsem.distillation.corpus.reading import (
 )
 from staticsem.distillation.corpus.sampling import missing_words, sample_sentences, select_sentences
 from staticsem.distillation.method import Frame
+from staticsem.distillation.methods.swe.languages import (
+    check_coverage,
+    claim_work,
+    corpus_sample,
+    short_counts,
+    vocabulary_shares,
+)
 from staticsem.distillation.methods.swe.settings import (
     SHORT_DEFAULT_MAX,
     SHORT_PER_CHOSEN,
@@ -39,6 +47,7 @@ from staticsem.distillation.methods.swe.settings import (
     ASESettings,
     SWESettings,
     for_teacher,
+    with_splitter,
 )
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
@@ -56,7 +65,14 @@ from staticsem.pieces import PieceTable
 logger = logging.getLogger(__name__)
 PIECES_FILE = "pieces.safetensors"
 PIECE_BATCH = 256  # pieces per teacher pass (each alone: a few tokens)
+PIECE_CHUNK = 8192  # pieces per saved chunk (an interrupted pieces step resumes from the last one)
 EXTRA_PASSES = (("targets", "teacher_passes"), ("pieces", "pieces"))  # teacher passes beside stage 1's
+
+
+def piece_text(token: str) -> str:
+    """What the teacher reads for one of its subword pieces: without WordPiece's ``##`` or SentencePiece's
+    ``▁`` word mark (``#`` for a piece that is only the mark)."""
+    return token.removeprefix("##").removeprefix("\u2581") or "#"
 
 
 def with_words(stage2: StaticModel, words: Sequence[str], vectors: np.ndarray, abtt: ABTT) -> StaticModel:
@@ -92,24 +108,31 @@ class Pipeline(StepRun):
                 else teacher_shape(settings.teacher, options.get("trust_remote_code", False))
             )
             settings = for_teacher(settings, *shape)
+        settings = with_splitter(settings)
         super().__init__(settings, out, **options)
         self.method = method
         self.keep_analysis = settings.keep_analysis if keep_analysis is None else keep_analysis
+        sources = language_sources(settings)
+        shares = vocabulary_shares(settings, sources) if sources else {}
         self.subruns = {  # one stage-1 run per language (cross-lingual models), each in its own folder
             language: Pipeline(
                 replace(
                     settings,
-                    corpus=sources,
+                    corpus=files,
+                    vocab_size=shares[language],
                     language=language if settings.languages else None,
                     stages=("extract",),
                     objective="kd",
                     parallel=(),
+                    kd_short=None,
+                    kd_corpus=(),
+                    kd_corpus_words=0,
                 ),
                 out,
                 method=method,
                 **{**options, "work_dir": self.work.folder / language},
             )
-            for language, sources in language_sources(settings).items()
+            for language, files in sources.items()
         }
 
     @functools.cached_property
@@ -176,11 +199,7 @@ class Pipeline(StepRun):
 
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step, save the model to ``out`` and return it."""
-        for language, run in self.subruns.items():
-            run._teacher = run._teacher or self._teacher  # one teacher for every language
-            run.run_steps(("vocab", "select", "extract"), run.keys)
-            self._teacher = run._teacher
-            self.records.update({f"{step}-{language}": record for step, record in run.records.items()})
+        self._run_languages()
         first = ("merge",) if self.subruns else ("vocab", "select", "extract")
         later = self.settings.stages[1:]
         for step in ("pieces", "targets"):  # what the training step uses, just before it
@@ -195,6 +214,31 @@ class Pipeline(StepRun):
         model.save(self.out, dtype=dtype)
         self._write_analysis()
         return model
+
+    def _run_languages(self) -> None:
+        """Stage 1 of each language: every check, count and sentence choice before the first teacher pass."""
+        if not self.subruns:
+            return
+        claim_work(self.work.folder, list(self.subruns))
+        if self.settings.check_tokenizer:
+            samples = {
+                lang: corpus_sample(run.settings.corpus, run.options) for lang, run in self.subruns.items()
+            }
+            check_coverage(self.teacher.subword_tokenizer, samples, self.teacher.id)
+        for language, run in self.subruns.items():
+            try:
+                self._share_teacher(run, ("vocab", "select"))
+            except InputError as exc:  # e.g. no sentence of the language is left after filtering
+                raise InputError(f"{language}: {exc}") from None
+        for language, run in self.subruns.items():
+            self._share_teacher(run, ("extract",))
+            self.records.update({f"{step}-{language}": record for step, record in run.records.items()})
+
+    def _share_teacher(self, run: Pipeline, steps: tuple[str, ...]) -> None:
+        """Run ``steps`` of a language's ``run`` with one teacher for every language (loaded when needed)."""
+        run._teacher = run._teacher or self._teacher
+        run.run_steps(steps, run.keys)
+        self._teacher = run._teacher
 
     # ------------------------------------------------------------------ steps
     @property
@@ -264,13 +308,11 @@ class Pipeline(StepRun):
         options = CorpusOptions(s.min_words, s.max_words, exclude=s.exclude)
         sentences = [t for t in iter_sentences(s.kd_corpus, options, excluded) if t not in chosen]
         short: list[str] = []
-        if count := s.short_count(len(chosen)):  # a one-language corpus (settings.validate)
-            lengths = replace(self.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
-            exclude = chosen | set(sentences)
-            short = sample_sentences(background_sentences(s.corpus, lengths), count, exclude, s.seed)
+        if count := s.short_count(len(chosen)):
+            short = self._short(count, chosen | set(sentences))
             sentences += short
         if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
-            empty = np.zeros((0, self.records["extract"]["teacher_dim"]), np.float32)
+            empty = np.zeros((0, self.teacher.hidden_size), np.float32)
             save_tensors(self.work.folder / "targets.safetensors", {"embeddings": empty})
             return {"sentences": [], "teacher_passes": 0, "words": [], "new_words": 0, "short": 0}
         if not sentences:
@@ -306,6 +348,19 @@ class Pipeline(StepRun):
             **({"excluded": excluded} if s.exclude and s.kd_corpus else {}),
         }
 
+    def _short(self, count: int, exclude: set[str]) -> list[str]:
+        """``count`` random corpus sentences of ``SHORT_WORDS`` words outside ``exclude``; with several
+        languages, each draws in proportion to the sentences stage 1 chose in it."""
+        runs = self.subruns or {"": self}
+        chosen = {lang: len(run.records["select"]["sentences"]) for lang, run in runs.items()}
+        short: list[str] = []
+        for lang, n in short_counts(count, chosen).items():
+            run = runs[lang]
+            lengths = replace(run.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
+            drawn = background_sentences(run.settings.corpus, lengths)
+            short += sample_sentences(drawn, n, exclude, self.settings.seed)
+        return short
+
     def _missing_words(self, sentences: list[str]) -> list[str]:
         """Words of ``sentences`` seen ``kd_corpus_words`` times or more that stage 1 lacks."""
         known = set(load(self.work.folder / "stage1").vocab)
@@ -325,10 +380,21 @@ class Pipeline(StepRun):
         states at the stage-1 layer, the piece's starting row once through the PCA step's fit."""
         tokenizer = self.teacher.subword_tokenizer
         size = tokenizer.get_vocab_size(with_added_tokens=True)
-        texts = [(tokenizer.id_to_token(i) or "").removeprefix("##") or "#" for i in range(size)]
-        states = alone_states(self.teacher, texts, PIECE_BATCH, self.settings.layer, self.progress)
+        texts = [piece_text(tokenizer.id_to_token(i) or "") for i in range(size)]
+        store = ChunkStore(self.work.folder / "pieces-chunks", self.keys["pieces"])  # resumable
+        starts = range(0, size, PIECE_CHUNK)
+        chunks = tqdm(starts, "pieces", unit="chunk", disable=not self.progress)
+        states = np.concatenate(
+            [store.compute(i // PIECE_CHUNK, self._alone(texts, i))["states"] for i in chunks]
+        )
         save_tensors(self.work.folder / PIECES_FILE, {"states": states})
+        shutil.rmtree(store.folder)
         return {"pieces": len(states)}
+
+    def _alone(self, texts: list[str], start: int) -> Callable[[], dict[str, np.ndarray]]:
+        """The teacher states of ``PIECE_CHUNK`` of the pieces' ``texts`` from ``start``, each alone."""
+        chunk = texts[start : start + PIECE_CHUNK]
+        return lambda: {"states": alone_states(self.teacher, chunk, PIECE_BATCH, self.settings.layer)}
 
     def _with_pieces(self, stage2: StaticModel) -> StaticModel:
         """``stage2`` with the pieces' starting rows, when the model learns them."""
@@ -383,7 +449,8 @@ class Pipeline(StepRun):
         select = self.chosen["stats"]
         extra = sum(self.records.get(step, {}).get(key, 0) for step, key in EXTRA_PASSES)
         passes = select["sentences_chosen"] + extra
-        return self.metadata(passes, reference_passes=select["reference_passes"])
+        languages = {"languages": list(self.subruns)} if self.subruns else {}
+        return self.metadata(passes, reference_passes=select["reference_passes"], **languages)
 
     def _write_analysis(self) -> None:
         """Stage-1 vectors, sentence mean, removed components and counts for ``staticsem analyze``.

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from staticsem.distillation.corpus.exclude import EXCLUDE_HELP, check_exclude_files
+from staticsem.distillation.corpus.languages import SPLITS, needs_subword
 from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
 from staticsem.distillation.corpus.sampling import check_splitter, word_targets
 from staticsem.distillation.method import setting
-from staticsem.distillation.stages.crosslingual import language_sources
+from staticsem.distillation.stages.crosslingual import corpus_languages, language_sources
 from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_backend
 from staticsem.errors import InputError
@@ -84,10 +86,20 @@ class ASESettings:
     prompt: str | None = setting(
         None, "Teacher prompt name (e.g. query) or text put before each sentence [the teacher's default]."
     )
-    splitter: str = setting(
-        "words",
+    splitter: str | None = setting(
+        None,
         "Word splitting: words (spaces and punctuation) or subword (Chinese, Japanese, Thai... runs become "
-        "the teacher's subword pieces).",
+        "the teacher's subword pieces) [default: subword when a corpus is tagged zh, ja, th..., else words].",
+    )
+    vocab_split: str = setting(
+        "equal",
+        "Corpora tagged with several languages: --vocab-size is the model's words, shared equally by the "
+        "languages (equal) or in proportion to their corpus lines (corpus).",
+    )
+    check_tokenizer: bool = setting(
+        True,
+        "Several languages: refuse a teacher whose tokenizer does not read each of them (a sample of its "
+        "corpus in few tokens a character, almost none unknown).",
     )
     teacher_backend: str = setting(
         DEFAULT_BACKEND,
@@ -111,7 +123,11 @@ class ASESettings:
             raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
         if self.rare_after is not None and self.rare_after < 0:
             raise InputError(f"rare-after must be 0 or more, got {self.rare_after}")
-        check_splitter(self.splitter)
+        if self.splitter is not None:
+            check_splitter(self.splitter)
+        if self.vocab_split not in SPLITS:
+            raise InputError(f"--vocab-split must be one of {', '.join(SPLITS)}, got {self.vocab_split!r}")
+        language_sources(self)  # corpus tags are language codes, all tagged or none: before the teacher loads
         check_backend(self.teacher_backend)
         check_sources(self.corpus)
         check_exclude_files(self.exclude)
@@ -123,7 +139,6 @@ class ASESettings:
     def tapers(self) -> bool:
         """Whether some vocabulary words get fewer occurrences (keys of other runs stay as they were)."""
         return self.rare_after is not None and self.rare_after < self.vocab_size
-        language_sources(self)
 
 
 @dataclass(frozen=True)
@@ -166,8 +181,8 @@ class SWESettings(ASESettings):
         None,
         f"Corpus sentences of {SHORT_WORDS[0]}-{SHORT_WORDS[1]} words (not chosen by stage 1, drawn at "
         f"random) added as distillation targets only: one teacher pass each [default: {SHORT_PER_CHOSEN} "
-        f"per sentence stage 1 chose, at most {SHORT_DEFAULT_MAX:,}, where the corpus allows (files in one "
-        "language, a distillation step); 0: none].",
+        f"per sentence stage 1 chose, at most {SHORT_DEFAULT_MAX:,}, where the corpus allows (files, a "
+        "distillation step; several languages: each in proportion to its chosen sentences); 0: none].",
     )
     # unknown words: learned rows of the teacher's subword pieces, distilled with the words, or the longest
     # known prefix. The 100k-word build (studies/README.md §retrieval_levers.py, §vocabulary_curve.py),
@@ -240,8 +255,6 @@ class SWESettings(ASESettings):
             raise InputError(
                 f"--kd-short takes a count >= 0 and a corpus read twice (not -), got {self.kd_short}"
             )
-        if asked and language_sources(self):
-            raise InputError("--kd-short draws from a one-language corpus; use --kd-corpus here")
         if (self.kd_corpus or asked) and not self._distils():
             raise InputError(
                 "--kd-corpus and --kd-short feed the distillation step: they need --objective kd or both"
@@ -256,10 +269,10 @@ class SWESettings(ASESettings):
 
     def draws_short(self) -> bool:
         """Whether distillation gets short corpus sentences: asked for, or by default where the corpus
-        allows it (files, one language) and a distillation step runs."""
+        allows it (files) and a distillation step runs."""
         if self.kd_short is not None:
             return self.kd_short > 0
-        return "-" not in self.corpus and not language_sources(self) and self._distils()
+        return "-" not in self.corpus and self._distils()
 
     def learns_pieces(self) -> bool:
         """Whether the model gets learned subword pieces: asked for, and a training step runs."""
@@ -273,6 +286,17 @@ class SWESettings(ASESettings):
         if self.kd_short is not None:
             return self.kd_short
         return min(round(chosen * SHORT_PER_CHOSEN), SHORT_DEFAULT_MAX)
+
+
+Settings = TypeVar("Settings", bound=ASESettings)
+
+
+def with_splitter(settings: Settings) -> Settings:
+    """``settings`` with the word splitter chosen when left unset: ``subword`` for corpora tagged with a
+    language written without spaces (zh, ja, th...), else ``words``."""
+    if settings.splitter is not None:
+        return settings
+    return replace(settings, splitter="subword" if needs_subword(corpus_languages(settings)) else "words")
 
 
 def for_teacher(settings: SWESettings, width: int, layers: int) -> SWESettings:

@@ -1,0 +1,225 @@
+"""Models over many languages: tags, the vocabulary budget, checks before any teacher pass, short sentences
+per language, pieces of a SentencePiece teacher, the languages a model records."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer
+from tokenizers.models import Unigram
+
+import staticsem
+from fakes import FakeTeacher, corpus_tokenizer, write_parallel
+from staticsem.distillation.corpus.languages import apportion, check_languages, share_vocabulary
+from staticsem.distillation.methods.swe import pipeline as swe_pipeline
+from staticsem.distillation.methods.swe.languages import short_counts
+from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings, piece_text
+from staticsem.distillation.methods.swe.settings import with_splitter
+from staticsem.distillation.stages.kd import KDSettings
+from staticsem.errors import InputError
+
+TRAINING = KDSettings(lr=1e-2, batch_size=32, eval_every=10, patience=5, max_steps=60, dev_size=50)
+
+
+@pytest.fixture()
+def three(tmp_path: Path) -> Path:
+    """English, "German" (z-prefixed words) and a third language built like German (q-prefixed words)."""
+    write_parallel(tmp_path, count=600)
+    lines = (tmp_path / "english.txt").read_text(encoding="utf-8").splitlines()
+    third = [" ".join("q" + w if w != "tom" else w for w in line.lower().split()) for line in lines[:300]]
+    (tmp_path / "swedish.txt").write_text("\n".join(third) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+def settings(folder: Path, **changes: object) -> SWESettings:
+    base: dict[str, object] = {
+        "corpus": (
+            f"en={folder / 'english.txt'}",
+            f"de={folder / 'german.txt'}",
+            f"sv={folder / 'swedish.txt'}",
+        ),
+        "vocab_size": 150,
+        "min_count": 2,
+        "sentences_per_word": 20,
+        "batch_size": 16,
+        "pca_sentences": 500,
+        "remove_top": 1,
+        "dim": 8,
+        "kd": TRAINING,
+        "kd_short": None,
+    }
+    return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
+
+
+def pipeline(folder: Path, teacher: FakeTeacher, out: str = "model", **changes: object) -> Pipeline:
+    return Pipeline(
+        settings(folder, **changes),
+        folder / out,
+        teacher=teacher,  # type: ignore[arg-type]
+        show_progress=False,
+        save_every=0.0,
+    )
+
+
+def reader(folder: Path) -> Tokenizer:
+    return corpus_tokenizer(*(folder / f for f in ("english.txt", "german.txt", "swedish.txt")))
+
+
+# ---------------------------------------------------------------- tags and shares
+def test_language_tags_must_be_language_codes(three: Path) -> None:
+    check_languages(["en", "de", "pt-BR", "zh_Hans"])
+    with pytest.raises(InputError, match="corpus tag 'xx' is not a language code"):
+        check_languages(["en", "xx"])
+    corpus = (f"en={three / 'english.txt'}", f"xx={three / 'german.txt'}")
+    with pytest.raises(InputError, match="'xx' is not a language code"):
+        settings(three, corpus=corpus).validate()  # the settings' own check, before any teacher loads
+    with pytest.raises(InputError, match="'qq' is not a language code"):
+        settings(three, corpus=(str(three / "english.txt"),), languages=("en", "qq")).validate()
+
+
+def test_vocabulary_budget_is_shared_equally_or_by_corpus_size() -> None:
+    assert share_vocabulary(10, {"en": 5, "de": 1, "sv": 1}, "equal") == {"en": 4, "de": 3, "sv": 3}
+    assert share_vocabulary(100, {"en": 800, "de": 100, "sv": 100}, "corpus") == {
+        "en": 80,
+        "de": 10,
+        "sv": 10,
+    }
+    assert sum(share_vocabulary(1001, {"a": 3, "b": 7, "c": 11}, "corpus").values()) == 1001
+    assert share_vocabulary(3, {"a": 1000, "b": 1, "c": 1}, "corpus") == {"a": 1, "b": 1, "c": 1}
+    with pytest.raises(InputError, match="leaves a language no word"):
+        share_vocabulary(2, {"a": 1, "b": 1, "c": 1}, "equal")
+    assert apportion(7, {"a": 0.0, "b": 0.0}) == {"a": 4, "b": 3}
+    assert short_counts(90, {"en": 60, "de": 20, "sv": 10}) == {"en": 60, "de": 20, "sv": 10}
+
+
+def test_each_language_runs_with_its_share_of_the_words(three: Path) -> None:
+    teacher = FakeTeacher(reader(three))
+    equal = pipeline(three, teacher, vocab_split="equal")
+    assert {lang: run.settings.vocab_size for lang, run in equal.subruns.items()} == {
+        "en": 50,
+        "de": 50,
+        "sv": 50,
+    }
+    by_size = pipeline(three, teacher, "sized", vocab_split="corpus")  # 600, 600 and 300 lines
+    assert {lang: run.settings.vocab_size for lang, run in by_size.subruns.items()} == {
+        "en": 60,
+        "de": 60,
+        "sv": 30,
+    }
+
+
+def test_a_spaceless_language_gets_the_subword_splitter(three: Path) -> None:
+    assert with_splitter(settings(three)).splitter == "words"
+    zh = settings(three, corpus=(f"en={three / 'english.txt'}", f"zh={three / 'german.txt'}"))
+    assert with_splitter(zh).splitter == "subword"
+    assert with_splitter(replace(zh, splitter="words")).splitter == "words"  # asked for: kept
+
+
+def test_sentencepiece_pieces_reach_the_teacher_without_their_word_mark() -> None:
+    assert piece_text("\u2581hello") == "hello"
+    assert piece_text("##ing") == "ing"
+    assert piece_text("\u2581") == "#" and piece_text("lo") == "lo"
+    unigram = Tokenizer(Unigram([("<unk>", 0.0), ("\u2581dog", -1.0), ("s", -2.0)], unk_id=0))
+    assert [piece_text(unigram.id_to_token(i) or "") for i in range(3)] == ["<unk>", "dog", "s"]
+
+
+# ---------------------------------------------------------------- bad input: before any teacher pass
+def test_a_teacher_that_cannot_read_the_languages_is_refused_before_any_pass(
+    three: Path, subword_tokenizer: Tokenizer
+) -> None:
+    teacher = FakeTeacher(subword_tokenizer)  # knows a dozen English pieces
+    with pytest.raises(InputError, match="no multilingual tokenizer: it reads en as .* % unknown"):
+        pipeline(three, teacher).run()
+    assert teacher.sentences == 0
+    assert not (three / "model").exists()
+
+
+def test_a_language_with_no_sentence_left_is_refused_before_any_pass(three: Path) -> None:
+    (three / "swedish.txt").write_text("kort.\nen två.\n", encoding="utf-8")  # under --min-words 3
+    teacher = FakeTeacher(reader(three))
+    with pytest.raises(InputError, match="^sv: the corpus holds no usable sentence"):
+        pipeline(three, teacher).run()
+    assert teacher.sentences == 0
+
+
+def test_a_resumed_run_given_other_languages_is_refused_and_keeps_the_work(three: Path) -> None:
+    teacher = FakeTeacher(reader(three))
+    pipeline(three, teacher, stages=("extract",)).run()
+    work = three / ".model.work"
+    before = {p: p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()}
+    passes = teacher.sentences
+    two = (f"en={three / 'english.txt'}", f"de={three / 'german.txt'}")
+    with pytest.raises(InputError, match="holds a build in en,de,sv, not en,de: give another --out"):
+        pipeline(three, teacher, corpus=two, stages=("extract",)).run()
+    assert teacher.sentences == passes
+    assert {p: p.read_bytes() for p in sorted(work.rglob("*")) if p.is_file()} == before
+
+
+# ---------------------------------------------------------------- a whole build
+def test_a_three_language_build_records_languages_and_draws_short_sentences_per_language(
+    three: Path,
+) -> None:
+    teacher = FakeTeacher(reader(three))
+    model = pipeline(three, teacher, fallback="pieces", kd_short=120).run(dtype="float32")
+    saved = staticsem.load(three / "model")
+    assert saved.metadata["languages"] == ["en", "de", "sv"]
+    assert json.loads((three / "model" / "config.json").read_text())["metadata"]["languages"] == [
+        "en",
+        "de",
+        "sv",
+    ]
+    merge = model.metadata["steps"]["merge"]["languages"]
+    assert {"dog", "zdog", "qdog"} <= set(saved.vocab)
+    assert all(merge[lang]["words"] <= 50 for lang in ("en", "de", "sv"))  # each its share of 150
+    assert targets_short(three) == 120
+    work = three / ".model.work"
+    targets = json.loads((work / "targets.json").read_text())
+    short = targets["sentences"][-targets["short"] :]
+    chosen = {lang: merge[lang]["sentences_chosen"] for lang in merge}
+    drawn = {
+        "en": sum(1 for s in short if "zdog" not in s.lower() and not _third(s) and not _german(s)),
+        "de": sum(1 for s in short if _german(s)),
+        "sv": sum(1 for s in short if _third(s)),
+    }
+    assert drawn == short_counts(targets["short"], chosen), (drawn, chosen)
+    assert drawn["sv"] > 0 and drawn["de"] > 0 and drawn["en"] > 0
+    np.testing.assert_allclose(np.linalg.norm(saved.encode(["zdog qdog dog"]), axis=1), 1.0, rtol=1e-5)
+
+
+def targets_short(folder: Path) -> int:
+    return int(json.loads((folder / ".model.work" / "targets.json").read_text())["short"])
+
+
+def _german(sentence: str) -> bool:
+    return any(w.startswith("z") and w != "tom" for w in sentence.lower().rstrip(".").split())
+
+
+def _third(sentence: str) -> bool:
+    return any(w.startswith("q") for w in sentence.lower().rstrip(".").split())
+
+
+def test_the_pieces_step_resumes_from_its_last_saved_chunk(
+    three: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(swe_pipeline, "PIECE_CHUNK", 16)
+    monkeypatch.setattr(swe_pipeline, "PIECE_BATCH", 8)
+    tokenizer = reader(three)
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    teacher = FakeTeacher(tokenizer)
+    pipeline(three, teacher, stages=("extract",)).run()  # stage 1 and its passes first
+    stage1 = teacher.sentences
+    # the pieces step's fourth batch (the second of its second chunk) fails: one whole chunk (16) was saved
+    teacher.fail_after, teacher.batches = 3, 0
+    with pytest.raises(KeyboardInterrupt):
+        pipeline(three, teacher, fallback="pieces").run()
+    assert (three / ".model.work" / "pieces-chunks").is_dir()
+    teacher.fail_after = None
+    teacher.sentences = stage1
+    pipeline(three, teacher, fallback="pieces").run()
+    short = json.loads((three / ".model.work" / "targets.json").read_text())["teacher_passes"]
+    assert teacher.sentences - stage1 - short == size - 16  # the saved chunk is not passed again
+    assert not (three / ".model.work" / "pieces-chunks").exists()
