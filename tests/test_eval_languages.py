@@ -1,8 +1,10 @@
 """Evaluation in many languages: each set's language from its file name, msts / xsts / bitext per language,
-and ``--languages``."""
+``--languages``, and the markdown report's per-language tables (checked against the report's numbers)."""
 
 from __future__ import annotations
 
+import copy
+import itertools
 import logging
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from staticsem.errors import InputError
 from staticsem.eval import run_tasks
 from staticsem.eval.bitext import BitextRetrieval
 from staticsem.eval.languages import codes, language_of, parse_languages
+from staticsem.eval.report import markdown
 from staticsem.eval.sts import STS, CrossLingualSTS, MultilingualSTS
 
 ALL_TASKS = [
@@ -132,6 +135,83 @@ def test_languages_pick_the_sets_and_the_english_tasks(
         run(["wordsim"], ("de",))
 
 
+def table(text: str, heading: str) -> list[list[str]]:
+    """The rows (cells without bold) of the first markdown table after ``heading``."""
+    lines = text.split(f"\n{heading}\n", 1)[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = list(itertools.takewhile(lambda line: line.startswith("|"), lines[start:]))
+    return [[cell.strip().replace("**", "") for cell in row.strip("|").split("|")] for row in rows[2:]]
+
+
+@pytest.fixture()
+def multilingual_report(tmp_path: Path) -> dict[str, Any]:
+    """Two models on English STS and two languages, German with two monolingual sets."""
+    data = write_multilingual_data(write_eval_data(tmp_path / "data"))
+    german = data / "multilingual" / "sts" / "stsb-de-dev.tsv"
+    rows = german.read_text(encoding="utf-8").splitlines()
+    write_rows(
+        german.with_name("stsb-de-test.tsv"),
+        [f"{i % 5}\t{r.split(chr(9), 1)[1]}" for i, r in enumerate(rows)],
+    )
+    encoders = {"a": WordEncoder(), "b": WordEncoder("salt")}
+    tasks = ["sts", "bitext", "xsts", "msts"]
+    return run_tasks(encoders, data, tasks, speed=False, show_progress=False)
+
+
+def test_the_report_has_one_table_per_language_and_means_over_languages(
+    multilingual_report: dict[str, Any],
+) -> None:
+    report = multilingual_report
+    a, b = (report["models"][name]["results"] for name in ("a", "b"))
+    text = markdown(report, {})
+    assert (
+        text.index("## Scores") < text.index("## Per language") < text.index("### en") < text.index("### de")
+    )
+    assert table(text, "### de") == [
+        ["msts", "stsb-de-dev", f"{a['msts']['stsb-de-dev']:.2f}", f"{b['msts']['stsb-de-dev']:.2f}"],
+        ["msts", "stsb-de-test", f"{a['msts']['stsb-de-test']:.2f}", f"{b['msts']['stsb-de-test']:.2f}"],
+        [
+            "msts",
+            "mean",
+            *(f"{(r['msts']['stsb-de-dev'] + r['msts']['stsb-de-test']) / 2:.2f}" for r in (a, b)),
+        ],
+        [
+            "xsts",
+            "stsb-en-de-dev",
+            f"{a['xsts']['stsb-en-de-dev']:.2f}",
+            f"{b['xsts']['stsb-en-de-dev']:.2f}",
+        ],
+        ["bitext", "tatoeba-laser-deu-eng", *(f"{r['bitext']['tatoeba-laser-deu-eng']:.2f}" for r in (a, b))],
+    ]
+    assert [row[:2] for row in table(text, "### en")] == [
+        ["sts", "stsb-dev"],
+        ["sts", "sickr-trial"],
+        ["sts", "mean"],
+    ]
+    assert [row[1] for row in table(text, "### fr")] == [
+        "stsb-fr-dev",
+        "stsb-en-fr-dev",
+        "tatoeba-laser-fra-eng",
+    ]
+    summary = {row[0]: row for row in table(text, "## Per language (×100)")}
+    assert summary["msts"][2] == "2: de fr" and summary["sts"][2] == "en" and summary["xsts"][2] == "2: de fr"
+    msts = a["msts"]
+    over_languages = ((msts["stsb-de-dev"] + msts["stsb-de-test"]) / 2 + msts["stsb-fr-dev"]) / 2
+    assert f"{over_languages:.2f}" != f"{msts['mean']:.2f}"  # the mean over sets would be another number
+    assert summary["msts"][3] == f"{over_languages:.2f}"
+    assert summary["xsts"][4] == f"{b['xsts']['mean']:.2f}"  # one set per language: the task mean
+    missing = copy.deepcopy(report)
+    del missing["models"]["b"]["results"]["msts"]["stsb-fr-dev"]
+    assert table(markdown(missing, {}), "## Per language (×100)")[1][4] == "—"
+
+
+def test_an_english_report_has_no_per_language_tables(multilingual_report: dict[str, Any]) -> None:
+    english = copy.deepcopy(multilingual_report)
+    for task in ("xsts", "msts"):
+        del english["tasks"][task]
+    assert "## Per language" not in markdown(english, {}) and "### de" not in markdown(english, {})
+
+
 def test_cli_eval_with_languages(saved_model: Path, tmp_path: Path) -> None:
     data = write_multilingual_data(tmp_path / "data")
     out = tmp_path / "r" / "report.json"
@@ -139,7 +219,7 @@ def test_cli_eval_with_languages(saved_model: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [*args, "--languages", "de", "--tasks", "msts,xsts,bitext"])
     assert result.exit_code == 0, result.stderr
     text = out.with_suffix(".md").read_text(encoding="utf-8")
-    assert "stsb-de-dev" in text and "stsb-fr-dev" not in text
+    assert "languages de." in text and "### de" in text and "### fr" not in text
     result = CliRunner().invoke(app, [*args, "--languages", "de,german"])
     assert result.exit_code == 2 and result.stderr.startswith("error: --languages: german: not a two-letter")
     assert len(result.stderr.splitlines()) == 1
