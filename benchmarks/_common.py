@@ -62,10 +62,15 @@ def offline() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-def read_sentences(data: Path, limit: int) -> list[str]:
-    """The first ``limit`` lines of the Wikipedia sentence corpus."""
+def corpus_path(data: Path, language: str = "en") -> Path:
+    """The sentence corpus of ``language``: English Wikipedia, else ``multilingual/corpus/LANG.txt.gz``."""
+    return data / CORPUS if language == "en" else data / "multilingual" / "corpus" / f"{language}.txt.gz"
+
+
+def read_sentences(data: Path, limit: int, language: str = "en") -> list[str]:
+    """The first ``limit`` lines of the sentence corpus of ``language`` (English: Wikipedia's)."""
     out: list[str] = []
-    with gzip.open(data / CORPUS, "rt", encoding="utf-8") as handle:
+    with gzip.open(corpus_path(data, language), "rt", encoding="utf-8") as handle:
         for line in handle:
             if len(out) >= limit:
                 break

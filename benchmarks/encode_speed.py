@@ -13,6 +13,11 @@ of the same size (~30k rows x 256 dims, float16, both libraries' default):
 * ``--model LABEL=DIR`` (repeatable): any staticsem folder, one thread (e.g. the distilled default of
   before and after a change, against model2vec in the same run).
 
+``--languages all`` (or ``en,de,zh,...``) measures speed per language instead (``_speed_languages.py``):
+every model (the two built ones, ``--model`` and ``--model2vec LABEL=DIR`` folders) on each language's
+corpus (``multilingual/corpus/LANG.txt.gz``; English: the Wikipedia file), one thread, with sentences/s,
+characters/s and their ratio to English's.
+
 Every measurement runs in a fresh subprocess. "1 thread" rows set TOKENIZERS_PARALLELISM=false and
 OMP/OPENBLAS/MKL/RAYON_NUM_THREADS=1 (and ``torch.set_num_threads(1)``) and pin the process to core 0 with
 ``os.sched_setaffinity``; the other rows run unpinned with library defaults. Throughput is the best of
@@ -29,6 +34,8 @@ Run (builds and caches the models in benchmarks/.models the first time)::
 
     python benchmarks/encode_speed.py --rounds 3 --output benchmarks/results/encode_speed.json
     python benchmarks/encode_speed.py --sentences 2000 --repeats 1     # quick check
+    python benchmarks/encode_speed.py --languages all --model ml=MODEL --model2vec ml=M2V_FOLDER \
+        --sentences 5000 --output benchmarks/results/encode_speed_languages.json
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 import _common as common
+import _speed_languages
 
 # (label, child kind, workers or use_multiprocessing, pinned single thread)
 SPEED_RUNS: list[tuple[str, str, int, bool]] = [
@@ -77,7 +85,14 @@ def _cpu_seconds() -> float:
 
 
 def child(
-    kind: str, model_path: str, data: Path, count: int, repeats: int, setting: int, pinned: bool
+    kind: str,
+    model_path: str,
+    data: Path,
+    count: int,
+    repeats: int,
+    setting: int,
+    pinned: bool,
+    language: str = "en",
 ) -> None:
     """Measure one configuration in this (fresh) process and print one JSON line."""
     if pinned:
@@ -86,7 +101,7 @@ def child(
 
     import numpy as np
 
-    sentences = common.read_sentences(data, count)
+    sentences = common.read_sentences(data, count, language)
     rss_start = _status_kib("VmRSS")
     check: Callable[[np.ndarray], Any] | None = None
     if "staticsem" in kind:
@@ -123,6 +138,8 @@ def child(
         "rss_import_kib": rss_import,
         "rss_load_kib": rss_load,
         "cold_s": cold,
+        "sentences": len(sentences),
+        "chars": sum(map(len, sentences)),
         "shape": list(out.shape),
         "dtype": str(out.dtype),
     }
@@ -149,9 +166,16 @@ def child(
 
 
 def spawn(
-    kind: str, model: Path, args: Any, setting: int, pinned: bool, src: Path | None = None
+    kind: str,
+    model: Path,
+    args: Any,
+    setting: int,
+    pinned: bool,
+    src: Path | None = None,
+    language: str = "en",
 ) -> dict[str, Any]:
-    """Run ``child`` in a fresh interpreter (with ``src`` first on its path) and return its JSON result."""
+    """Run ``child`` in a fresh interpreter (with ``src`` first on its path) over the corpus of
+    ``language`` and return its JSON result."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **(common.ONE_THREAD_ENV if pinned else {})}
     if src is not None:
         env["PYTHONPATH"] = str(src)
@@ -170,6 +194,8 @@ def spawn(
         str(args.repeats),
         "--child-setting",
         str(setting),
+        "--child-language",
+        language,
     ]
     if pinned:
         command.append("--child-pinned")
@@ -206,7 +232,20 @@ def main() -> None:
         help="also measure this staticsem model folder on one thread (repeatable), e.g. two distilled "
         "defaults against each other and model2vec",
     )
+    parser.add_argument(
+        "--languages",
+        default=None,
+        help="measure speed per language instead: all, or comma-separated codes (en is always the base)",
+    )
+    parser.add_argument(
+        "--model2vec",
+        action="append",
+        default=[],
+        metavar="LABEL=DIR",
+        help="with --languages: also measure this model2vec folder (repeatable)",
+    )
     parser.add_argument("--child", help=SUPPRESS)
+    parser.add_argument("--child-language", default="en", help=SUPPRESS)
     parser.add_argument("--child-model", help=SUPPRESS)
     parser.add_argument("--child-setting", type=int, default=0, help=SUPPRESS)
     parser.add_argument("--child-pinned", action="store_true", help=SUPPRESS)
@@ -220,9 +259,13 @@ def main() -> None:
             args.repeats,
             args.child_setting,
             args.child_pinned,
+            args.child_language,
         )
         return
     common.offline()
+    if args.languages:
+        _speed_languages.run(args, spawn)
+        return
     _, staticsem_path = common.build_staticsem(args.models, args.data)
     m2v_path = common.build_model2vec(args.models)
     paths = {"staticsem": staticsem_path, "model2vec": m2v_path, "st": m2v_path, "staticsem-m2v": m2v_path}

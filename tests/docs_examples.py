@@ -12,7 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from fakes import write_corpus, write_eval_data, write_rows
+from fakes import write_corpus, write_eval_data, write_multilingual_data, write_rows
 
 REPO = Path(__file__).resolve().parent.parent
 RUN = ("python", "bash")
@@ -169,7 +169,7 @@ def write_sandbox(root: Path, model: Path) -> Path:
     stars = {"positive": "5", "negative": "1"}
     write_rows(root / "reviews.csv", ["review,stars"] + [f'"{t}",{stars[label]}' for label, t in labelled])
     write_corpus(root / "corpus.txt", count=600)
-    write_eval_data(root / "eval-data")
+    write_multilingual_data(write_eval_data(root / "eval-data"))
     return root
 
 

@@ -316,6 +316,42 @@ def write_eval_data(root: Path) -> Path:
     return root
 
 
+ISO3 = {"de": "deu", "fr": "fra", "ja": "jpn"}  # the codes of Tatoeba's file names
+
+
+def _in(language: str, words: list[str]) -> str:
+    """A sentence of the fake language ``language``: each English word with the code before it."""
+    return " ".join(language + word for word in words)
+
+
+def write_multilingual_data(root: Path, languages: tuple[str, ...] = ("de", "fr"), seed: int = 0) -> Path:
+    """The shared folder's multilingual layout under ``root``, per language: ``multilingual/sts/`` STS
+    (``stsb-LANG-dev.tsv``) and en–LANG STS (``stsb-en-LANG-dev.tsv``), and Tatoeba-named bitext
+    (``parallel/tatoeba-laser-XXX-eng.tsv``, ``en<TAB>LANG``)."""
+    rng = np.random.default_rng(seed)
+    folder = root / "multilingual" / "sts"
+    for language in languages:
+        pairs = []
+        for _ in range(10):
+            topic, other = (TOPICS[i] for i in rng.integers(len(TOPICS), size=2))
+            first = list(rng.choice(topic, size=3))
+            second = list(rng.choice(topic, size=2)) + list(rng.choice(other, size=2))
+            pairs.append((f"{rng.uniform(0, 5):.2f}", first, second))
+        write_rows(
+            folder / f"stsb-{language}-dev.tsv",
+            [f"{g}\t{_in(language, a)}\t{_in(language, b)}" for g, a, b in pairs],
+        )
+        write_rows(
+            folder / f"stsb-en-{language}-dev.tsv",
+            [f"{g}\t{_in('', a)}\t{_in(language, b)}" for g, a, b in pairs],
+        )
+        write_rows(
+            root / "parallel" / f"tatoeba-laser-{ISO3[language]}-eng.tsv",
+            [f"{_in('', a)}\t{_in(language, a)}" for _, a, _ in pairs],
+        )
+    return root
+
+
 def tiny_swe(corpus: Path, **changes: object) -> SWESettings:
     """SWE settings small enough for a fake teacher and a few hundred sentences (``changes`` override)."""
     base = {

@@ -107,6 +107,33 @@ def test_the_card_parses_and_round_trips_its_metadata(made: Path) -> None:
     assert '"kd": {' in body  # the settings, as config.json holds them
 
 
+def test_the_card_and_info_list_the_languages_the_build_recorded(made: Path) -> None:
+    config = json.loads((made / "config.json").read_text())
+    config["metadata"]["languages"] = ["en", "de", "ja"]  # the pipeline's record, in build order
+    (made / "config.json").write_text(json.dumps(config))
+    text = card.render(made)
+    assert header(text)["language"] == ["en", "de", "ja"] and "| languages | en, de, ja (3) |" in text
+    result = runner.invoke(app, ["info", str(made)])
+    assert result.exit_code == 0 and re.search(r"languages\s+│ en, de, ja \(3\)", result.stdout)
+    assert "[" not in "".join(line for line in result.stdout.splitlines() if "languages" in line)
+
+
+def test_without_recorded_languages_the_card_claims_none(made: Path) -> None:
+    """Like the English default: an untagged corpus and an English teacher record no language."""
+    config = json.loads((made / "config.json").read_text())
+    config["metadata"]["corpus"] = [{"path": "wiki.txt.gz", "bytes": 1, "sha256": "ab" * 32}]
+    (made / "config.json").write_text(json.dumps(config))
+    text = card.render(made)
+    assert "language" not in header(text) and "| languages |" not in text
+    result = runner.invoke(app, ["info", str(made)])
+    assert result.exit_code == 0 and re.search(r"languages\s+│ not recorded", result.stdout)
+    config["metadata"]["steps"] = {
+        "merge": {"languages": {"en": {}, "de": {}}}
+    }  # a cross-lingual run's merge
+    (made / "config.json").write_text(json.dumps(config))
+    assert header(card.render(made))["language"] == ["en", "de"]
+
+
 def test_scores_come_from_this_model_s_column_of_the_newest_report(made: Path, tmp_path: Path) -> None:
     (made / "old.json").write_text(json.dumps(report(made, "elsewhere/mine", 10.0), indent=2))
     newer = report(made, str(made), 90.0)

@@ -223,8 +223,9 @@ def convert(
 
 @_command(epilog="Example: `staticsem info models/demo`")
 def info(model: ModelArg, revision: RevisionOpt = None) -> None:
-    """Vocabulary size, dimensions, storage, format and how the model was made."""
+    """Vocabulary size, dimensions, storage, format, languages and how the model was made."""
     from staticsem.io import detect
+    from staticsem.io.card import languages_text, recorded_languages
 
     model = _folder(model, revision)
     static = _load(model)
@@ -237,7 +238,8 @@ def info(model: ModelArg, revision: RevisionOpt = None) -> None:
         ("dtype", static.dtype),
         ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
         ("subword fallback", _fallback(static)),
-        *_metadata_rows(static.metadata),
+        ("languages", languages_text(recorded_languages(static.metadata)) or "not recorded"),
+        *_metadata_rows({k: v for k, v in static.metadata.items() if k != "languages"}),
     ]:
         table.add_row(key, str(value))
     out.print(table)

@@ -79,6 +79,7 @@ class Evaluator(ABC):
         self.files: list[DataFile] = []
         self.settings: dict[str, Any] = {}
         self.datasets: list[str] = []  # the keys of the per-dataset primary numbers
+        self.languages: dict[str, str] = {}  # dataset → its language (eval.languages), where known
 
     @abstractmethod
     def __call__(self, encoder: Encoder) -> dict[str, float]:
@@ -106,6 +107,7 @@ class Evaluator(ABC):
         return {
             "primary_metric": self.primary_metric,
             "datasets": self.datasets,
+            **({"languages": self.languages} if self.languages else {}),
             "settings": self.settings,
             "files": [asdict(f) for f in self.files],
         }

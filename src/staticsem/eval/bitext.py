@@ -1,6 +1,7 @@
 """Bitext retrieval: find each sentence's translation among all the other side's sentences (as LASER/MTEB).
 
-A data file holds one translation pair per line (``left<TAB>right``, e.g. Tatoeba's ``en<TAB>de``). Every
+A data file holds one translation pair per line (``left<TAB>right``, e.g. Tatoeba's ``en<TAB>de``); its
+language is the non-English code in its name (``tatoeba-laser-deu-eng`` is German). Every
 left sentence retrieves its nearest right sentence by cosine and vice versa; top-1 accuracy ×100 in both
 directions. A retrieved sentence whose text equals the gold translation counts as correct (duplicates).
 """
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from staticsem.eval.base import Encoder, Evaluator, embed, find_dir, find_file, read_tsv, with_mean
+from staticsem.eval.languages import language_of, select
 
 BITEXT_DIRS = ("parallel", "bitext")
 
@@ -22,23 +24,29 @@ class BitextRetrieval(Evaluator):
 
     :param data_dir: the data folder (or its ``parallel/`` folder).
     :param files: file names; default every ``*.tsv`` there except training files (``*train*``).
+    :param languages: keep only the sets of these languages (ISO 639-1 codes); ``None`` keeps all.
     :returns: ``{stem: mean of both directions, stem/left-right, stem/right-left, "mean"}``.
     """
 
     name = "bitext"
 
-    def __init__(self, data_dir: str | Path, files: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, data_dir: str | Path, files: Sequence[str] | None = None, languages: Sequence[str] | None = None
+    ) -> None:
         super().__init__()
         if files is None:
             found = sorted(find_dir(data_dir, BITEXT_DIRS).glob("*.tsv"))
             files = [p.name for p in found if "train" not in p.name]
+        paths = [find_file(data_dir, name, BITEXT_DIRS) for name in files]
+        if languages is not None:
+            paths = select(paths, languages, None, self.name)
         self.pairs: dict[str, tuple[list[str], list[str]]] = {}
-        for name in files:
-            path = find_file(data_dir, name, BITEXT_DIRS)
+        for path in paths:
             rows = read_tsv(path, 2)
             self.pairs[path.stem] = ([r[0] for r in rows], [r[1] for r in rows])
             self._record(path, len(rows))
         self.datasets = list(self.pairs)
+        self.languages = {s: lang for s in self.datasets if (lang := language_of(s)) is not None}
         self.settings = {"similarity": "cosine", "metric": "top-1 accuracy, mean of both directions"}
 
     def __call__(self, encoder: Encoder) -> dict[str, float]:

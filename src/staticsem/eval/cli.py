@@ -26,7 +26,8 @@ DataOpt = Annotated[
         envvar="STATICSEM_DATA",
         help=(
             "Evaluation data folder (sts/, wordsim/, classification/, retrieval/, clustering/, auxiliary/; "
-            "parallel/ for bitext retrieval, xsts/ for cross-lingual STS)."
+            "parallel/ for bitext retrieval, xsts/ for cross-lingual STS, multilingual/sts/ for STS in "
+            "many languages)."
         ),
     ),
 ]
@@ -71,8 +72,18 @@ def evaluate(
         typer.Option(
             "--tasks",
             "-t",
-            help="Comma-separated: wordsim, analogy, sts, classification, retrieval, clustering "
-            "[default: every task whose data is in --data].",
+            help="Comma-separated: wordsim, analogy, sts, classification, retrieval, clustering, bitext, "
+            "xsts, msts [default: every task whose data is in --data].",
+        ),
+    ] = None,
+    languages: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--languages",
+            "-l",
+            help="Comma-separated ISO 639-1 codes: measure only the sets of these languages (msts, xsts "
+            "and bitext sets by the code in their file name; sts, and the English-only tasks, with en) "
+            "[default: all].",
         ),
     ] = None,
     output: Annotated[
@@ -103,18 +114,22 @@ def evaluate(
     """Measure models side by side on the evaluation tasks; write JSON + a markdown report with plots."""
     from staticsem.distillation.teachers.backends import check_backend
     from staticsem.eval.encoders import load_encoder
+    from staticsem.eval.languages import parse_languages
     from staticsem.eval.report import rich_table, write_report
     from staticsem.eval.runner import build_tasks, run_tasks
 
     if not data.is_dir():
         raise InputError(f"--data {data}: no such folder")
     check_backend(st_backend)
-    evaluators = build_tasks(data, _task_list(tasks), seed)  # fails on bad data before loading models
+    codes = parse_languages(languages)
+    evaluators = build_tasks(data, _task_list(tasks), seed, codes)  # bad data fails before any model loads
     encoders = {}
     for name, spec in zip(_names(models), models, strict=True):
         _err.print(f"loading {spec} as {name!r}")
         encoders[name] = load_encoder(spec, st_backend, onnx_cache)
-    report = run_tasks(encoders, data, evaluators, seed=seed, speed=speed, show_progress=progress)
+    report = run_tasks(
+        encoders, data, evaluators, seed=seed, languages=codes, speed=speed, show_progress=progress
+    )
     (_out if _out.is_terminal else Console(width=200)).print(rich_table(report))  # files: no truncation
     command = shlex.join(["staticsem", *sys.argv[1:]])
     written = write_report(report, output, plots=plots, command=command)

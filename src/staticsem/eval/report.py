@@ -14,6 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from staticsem.eval.base import MEAN, require
+from staticsem.eval.report_languages import markdown_lines
 
 logger = logging.getLogger(__name__)
 MISSING = "—"
@@ -76,20 +77,22 @@ def _is_secondary(key: str) -> bool:
     return any(part in key for part in ("_coverage", "_std", "_recall@", "_dev"))
 
 
+def cells(values: list[float | None], bold: bool = True) -> list[str]:
+    """A row's values formatted; with ``bold`` and several models, the best one in bold."""
+    best = max((v for v in values if v is not None and not math.isnan(v)), default=None)
+    return [
+        f"**{_fmt(v)}**" if bold and v is not None and v == best and len(values) > 1 else _fmt(v)
+        for v in values
+    ]
+
+
 def markdown_table(report: dict[str, Any]) -> str:
     """The full table in markdown; the best value of each score row in bold."""
     names = list(report["models"])
     lines = ["| task | metric | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
     for task, key, values in metric_rows(report):
-        best = max((v for v in values if v is not None), default=None)
-        cells = [
-            f"**{_fmt(v)}**"
-            if v is not None and v == best and len(names) > 1 and not _is_secondary(key)
-            else _fmt(v)
-            for v in values
-        ]
         label = f"**{key}**" if key == MEAN else key
-        lines.append(f"| {task} | {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {task} | {label} | " + " | ".join(cells(values, not _is_secondary(key))) + " |")
     averages = task_means(report)
     lines.append(
         "| **average** | of task means | " + " | ".join(_fmt(averages[n]["average"]) for n in names) + " |"
@@ -188,7 +191,8 @@ def markdown(report: dict[str, Any], plots: dict[str, str], command: str | None 
     if command:
         out += ["```", command, "```", ""]
     out += [
-        f"staticsem {report['staticsem_version']}, seed {report['seed']}, data `{report['data_dir']}`.",
+        f"staticsem {report['staticsem_version']}, seed {report['seed']}, data `{report['data_dir']}`"
+        + (f", languages {', '.join(report['languages'])}." if report.get("languages") else "."),
         "",
         "## Models",
         "",
@@ -204,6 +208,7 @@ def markdown(report: dict[str, Any], plots: dict[str, str], command: str | None 
             f"| {info.get('dim', '')} | {words} | {rate} |"
         )
     out += ["", "## Scores (×100)", "", markdown_table(report), ""]
+    out += markdown_lines(report, cells)
     skipped = [f"- {n}: {t} ({why})" for n, m in report["models"].items() for t, why in m["skipped"].items()]
     if skipped:
         out += ["Not measured:", "", *skipped, ""]

@@ -13,6 +13,7 @@ from typing import Any
 from staticsem.errors import InputError
 from staticsem.eval.base import Encoder, Evaluator, NotApplicable, require
 from staticsem.eval.encoders import encoder_info
+from staticsem.eval.languages import ENGLISH
 from staticsem.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -20,35 +21,57 @@ SPEED_TEXTS = 5000
 _PACKAGES = ("numpy", "scipy", "scikit-learn", "tokenizers", "torch", "sentence-transformers", "model2vec")
 
 
-def _factories() -> dict[str, Callable[[Path, int], Evaluator]]:
+Languages = Sequence[str] | None
+
+
+def _factories() -> dict[str, Callable[[Path, int, Languages], Evaluator]]:
     from staticsem.eval.bitext import BitextRetrieval
     from staticsem.eval.classification import Classification
     from staticsem.eval.clustering import Clustering
     from staticsem.eval.retrieval import Retrieval
-    from staticsem.eval.sts import STS, CrossLingualSTS
+    from staticsem.eval.sts import STS, CrossLingualSTS, MultilingualSTS
     from staticsem.eval.wordsim import Analogy, WordSimilarity
 
     return {
-        "wordsim": lambda data, seed: WordSimilarity(data),
-        "analogy": lambda data, seed: Analogy(data),
-        "sts": lambda data, seed: STS(data),
-        "classification": lambda data, seed: Classification(data, seed=seed),
-        "retrieval": lambda data, seed: Retrieval(data),
-        "clustering": lambda data, seed: Clustering(data, seed=seed),
-        "bitext": lambda data, seed: BitextRetrieval(data),
-        "xsts": lambda data, seed: CrossLingualSTS(data),
+        "wordsim": lambda data, seed, languages: WordSimilarity(data),
+        "analogy": lambda data, seed, languages: Analogy(data),
+        "sts": lambda data, seed, languages: STS(data, languages=languages),
+        "classification": lambda data, seed, languages: Classification(data, seed=seed),
+        "retrieval": lambda data, seed, languages: Retrieval(data),
+        "clustering": lambda data, seed, languages: Clustering(data, seed=seed),
+        "bitext": lambda data, seed, languages: BitextRetrieval(data, languages=languages),
+        "xsts": lambda data, seed, languages: CrossLingualSTS(data, languages=languages),
+        "msts": lambda data, seed, languages: MultilingualSTS(data, languages=languages),
     }
 
 
-TASK_NAMES = ("wordsim", "analogy", "sts", "classification", "retrieval", "clustering", "bitext", "xsts")
+TASK_NAMES = (
+    "wordsim",
+    "analogy",
+    "sts",
+    "classification",
+    "retrieval",
+    "clustering",
+    "bitext",
+    "xsts",
+    "msts",
+)
+# tasks whose sets carry no language code: their data (the shared folder's) is English
+ENGLISH_TASKS = ("wordsim", "analogy", "classification", "retrieval", "clustering")
 
 
 def build_tasks(
-    data_dir: str | Path, tasks: Sequence[str | Evaluator] | None, seed: int = 0
+    data_dir: str | Path,
+    tasks: Sequence[str | Evaluator] | None,
+    seed: int = 0,
+    languages: Languages = None,
 ) -> list[Evaluator]:
     """Evaluators for ``tasks`` (names or ready evaluators); ``None`` means every task whose data exists.
 
-    :raises InputError: for an unknown task name, or missing data of a task asked for by name.
+    :param languages: measure only the sets of these languages (ISO 639-1 codes; ``None``: all); the
+        English-only tasks (``ENGLISH_TASKS``) run when ``en`` is among them.
+    :raises InputError: for an unknown task name, or missing data of a task asked for by name (or no
+        set of it in ``languages``).
     """
     factories = _factories()
     data = Path(data_dir)
@@ -62,14 +85,27 @@ def build_tasks(
         if task not in factories:
             raise InputError(f"unknown task {task!r}; choose from {', '.join(TASK_NAMES)}")
         try:
-            built.append(factories[task](data, seed))
+            if task in ENGLISH_TASKS and languages is not None and ENGLISH not in languages:
+                raise InputError(f"{task}: its sets are English; add en to --languages to measure it")
+            built.append(factories[task](data, seed, languages))
         except InputError as exc:
             if tasks is not None:
                 raise
             logger.warning("skipping %s: %s", task, exc)
     if not built:
         raise InputError(f"no task has its data in {data}")
+    if tasks is None or not all(isinstance(task, Evaluator) for task in tasks):  # else checked already
+        _warn_uncovered(built, languages)
     return built
+
+
+def _warn_uncovered(tasks: Sequence[Evaluator], languages: Languages) -> None:
+    """Log the languages asked for that no task has a set in."""
+    covered = {part for task in tasks for language in task.languages.values() for part in language.split("-")}
+    covered |= {ENGLISH} if any(task.name in ENGLISH_TASKS for task in tasks) else set()
+    missing = [language for language in languages or () if language not in covered]
+    if missing:
+        logger.warning("no evaluation set in %s", ", ".join(missing))
 
 
 def measure_speed(encoder: Encoder, texts: Sequence[str]) -> dict[str, float]:
@@ -82,7 +118,8 @@ def measure_speed(encoder: Encoder, texts: Sequence[str]) -> dict[str, float]:
     return {"texts": len(texts), "seconds": seconds, "texts_per_second": len(texts) / max(seconds, 1e-9)}
 
 
-def _speed_texts(tasks: Sequence[Evaluator], data_dir: Path) -> list[str]:
+def _speed_texts(tasks: Sequence[Evaluator], data_dir: Path) -> tuple[list[str], str]:
+    """Up to ``SPEED_TEXTS`` sentences of the first STS task (else STS-B dev), and where they come from."""
     from staticsem.eval.sts import STS
 
     sts = next((t for t in tasks if isinstance(t, STS)), None)
@@ -90,8 +127,8 @@ def _speed_texts(tasks: Sequence[Evaluator], data_dir: Path) -> list[str]:
         try:
             sts = STS(data_dir, files=("stsb-dev.tsv",))
         except InputError:
-            return []
-    return sts.sentences()[:SPEED_TEXTS]
+            return [], ""
+    return sts.sentences()[:SPEED_TEXTS], f"{sts.name} sentences, first distinct ones"
 
 
 def run_tasks(
@@ -100,6 +137,7 @@ def run_tasks(
     tasks: Sequence[str | Evaluator] | None = None,
     *,
     seed: int = 0,
+    languages: Languages = None,
     speed: bool = True,
     show_progress: bool = True,
 ) -> dict[str, Any]:
@@ -109,21 +147,23 @@ def run_tasks(
     :param data_dir: the evaluation data folder.
     :param tasks: task names (``TASK_NAMES``) or evaluators; ``None`` runs every task with data.
     :param seed: seed of the classification folds and k-means.
+    :param languages: only the sets of these languages (see ``build_tasks``); ``None``: every set.
     :param speed: time encoding of up to 5,000 STS sentences per encoder (for the speed plot).
     :returns: ``{"models": {name: {"results": {task: metrics}, "skipped": ..., "speed": ...}},
         "tasks": {task: files, row counts, settings}, ...}``.
     """
     require("scipy", "sklearn")
     data = Path(data_dir).resolve()
-    evaluators = build_tasks(data, tasks, seed)
-    texts = _speed_texts(evaluators, data) if speed else []
+    evaluators = build_tasks(data, tasks, seed, languages)
+    texts, source = _speed_texts(evaluators, data) if speed else ([], "")
     report: dict[str, Any] = {
         "staticsem_version": __version__,
         "seed": seed,
+        "languages": None if languages is None else list(languages),
         "data_dir": str(data),
         "environment": _environment(),
         "tasks": {t.name: _relative(t.describe(), data) for t in evaluators},
-        "speed_texts": {"count": len(texts), "source": "STS sentences, first distinct ones"},
+        "speed_texts": {"count": len(texts), "source": source},
         "models": {},
     }
     steps = [(name, task) for name in encoders for task in evaluators]

@@ -129,8 +129,8 @@ def render(folder: Path, *, repo_id: str | None = None, license: str | None = No
     base = teacher_hub_id(model.metadata.get("teacher"))
     if base:
         data["base_model"] = base
-    languages = sorted({str(item["language"]) for item in model.corpus if "language" in item})
-    if languages:
+    languages = recorded_languages(model.metadata)
+    if languages:  # none recorded (an untagged corpus, a model from elsewhere): no claim
         data["language"] = languages
     data["tags"] = _tags(model)
     results = [] if scores is None else scores.model_index()
@@ -148,6 +148,27 @@ def render(folder: Path, *, repo_id: str | None = None, license: str | None = No
         *(scores.markdown() if scores is not None else []),
     ]
     return "---\n" + "\n".join(_yaml(data)) + "\n---\n\n" + "\n".join(body).rstrip() + "\n"
+
+
+def recorded_languages(metadata: dict[str, Any]) -> list[str]:
+    """The model's languages in build order: config.json's ``languages``, else its corpus tags, else the
+    languages of its vocabulary merge; ``[]`` when the build recorded none."""
+    listed = metadata.get("languages")
+    if not isinstance(listed, list):
+        listed = [item.get("language") for item in metadata.get("corpus") or () if isinstance(item, dict)]
+    if not any(listed):
+        merge = _mapping(_mapping(metadata.get("steps")).get("merge"))
+        listed = list(_mapping(merge.get("languages")))
+    return list(dict.fromkeys(code for code in listed if isinstance(code, str) and code))
+
+
+def languages_text(languages: list[str]) -> str:
+    """``en`` or ``en, de, fr (3)``."""
+    return ", ".join(languages) + (f" ({len(languages)})" if len(languages) > 1 else "")
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def teacher_hub_id(teacher: Any) -> str | None:
@@ -194,7 +215,9 @@ def _summary(model: Folder) -> list[str]:
 
 
 def _facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    languages = recorded_languages(meta)
     facts = [("method", meta.get("method")), ("teacher", meta.get("teacher"))]
+    facts += [("languages", languages_text(languages) if languages else None)]
     passes = meta.get("teacher_passes")
     facts += [("teacher passes", f"{passes:,}" if isinstance(passes, int) else passes)]
     facts += [("build time", _duration(meta["seconds"]) if "seconds" in meta else None)]

@@ -21,6 +21,7 @@ TASKS = {
     "clustering": ("Clustering", "v_measure", "V-measure"),
     "bitext": ("BitextMining", "accuracy", "top-1 accuracy"),
     "xsts": ("STS", "cos_sim_spearman", "Spearman"),
+    "msts": ("STS", "cos_sim_spearman", "Spearman"),
 }
 _MODEL_FILES = {
     "config.json",
