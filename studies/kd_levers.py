@@ -110,7 +110,7 @@ def domain_words(work: Path, sentences: list[str], least: int) -> Any:
 
     import staticsem
     from staticsem.distillation.corpus.sampling import missing_words
-    from staticsem.distillation.methods.swe.pipeline import with_words
+    from staticsem.distillation.methods.swe.rows import with_words
     from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE
     from staticsem.distillation.stages.extract import extract
     from staticsem.distillation.teachers.teacher import Teacher

@@ -15,9 +15,10 @@ from tokenizers.models import Unigram
 import staticsem
 from fakes import FakeTeacher, corpus_tokenizer, write_parallel
 from staticsem.distillation.corpus.languages import apportion, check_languages, share_vocabulary
-from staticsem.distillation.methods.swe import pipeline as swe_pipeline
+from staticsem.distillation.methods.swe import rows as swe_rows
 from staticsem.distillation.methods.swe.languages import short_counts
-from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings, piece_text
+from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
+from staticsem.distillation.methods.swe.rows import piece_text
 from staticsem.distillation.methods.swe.settings import with_splitter
 from staticsem.distillation.stages.kd import KDSettings
 from staticsem.errors import InputError
@@ -205,8 +206,8 @@ def _third(sentence: str) -> bool:
 def test_the_pieces_step_resumes_from_its_last_saved_chunk(
     three: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(swe_pipeline, "PIECE_CHUNK", 16)
-    monkeypatch.setattr(swe_pipeline, "PIECE_BATCH", 8)
+    monkeypatch.setattr(swe_rows, "PIECE_CHUNK", 16)
+    monkeypatch.setattr(swe_rows, "PIECE_BATCH", 8)
     tokenizer = reader(three)
     size = tokenizer.get_vocab_size(with_added_tokens=True)
     teacher = FakeTeacher(tokenizer)

@@ -17,7 +17,8 @@ import staticsem
 from conftest import PIECES, WORDS
 from fakes import FakeTeacher, tiny_swe, write_corpus
 from staticsem.cli import app
-from staticsem.distillation.methods.swe.pipeline import PIECES_FILE, Pipeline, SWESettings
+from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
+from staticsem.distillation.methods.swe.rows import PIECES_FILE
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE
 from staticsem.distillation.stages.kd import Distillation, trainable_table, with_table
 from staticsem.errors import ModelFormatError

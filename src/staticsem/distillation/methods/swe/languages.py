@@ -8,13 +8,17 @@ import gzip
 import itertools
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
 
 from staticsem.distillation.corpus.languages import apportion, base_language, share_vocabulary
+from staticsem.distillation.corpus.prefetch import background_sentences
 from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
+from staticsem.distillation.corpus.sampling import sample_sentences
+from staticsem.distillation.methods.swe.settings import SHORT_WORDS
 from staticsem.errors import InputError
 from staticsem.io.atomic import atomic_file
 
@@ -25,6 +29,31 @@ LANGUAGES_FILE = "languages.json"  # the languages a work folder's build is for
 TOKENS_PER_CHAR = {"dense": 1.0, "spaced": 0.5}
 DENSE = frozenset({"zh", "ja", "ko", "th", "lo", "km", "my", "bo", "dz"})
 SAMPLE = 200  # sentences per language for the tokenizer check
+
+
+def run_languages(pipeline: Any) -> None:
+    """Stage 1 of each language of ``pipeline`` (its ``subruns``): the work folder claimed, the teacher's
+    tokenizer checked, every language counted and its sentences chosen before the first teacher pass."""
+    runs: dict[str, Any] = pipeline.subruns
+    claim_work(pipeline.work.folder, list(runs))
+    if pipeline.settings.check_tokenizer:
+        samples = {lang: corpus_sample(run.settings.corpus, run.options) for lang, run in runs.items()}
+        check_coverage(pipeline.teacher.subword_tokenizer, samples, pipeline.teacher.id)
+    for language, run in runs.items():
+        try:
+            _share_teacher(pipeline, run, ("vocab", "select"))
+        except InputError as exc:  # e.g. no sentence of the language is left after filtering
+            raise InputError(f"{language}: {exc}") from None
+    for language, run in runs.items():
+        _share_teacher(pipeline, run, ("extract",))
+        pipeline.records.update({f"{step}-{language}": record for step, record in run.records.items()})
+
+
+def _share_teacher(pipeline: Any, run: Any, steps: tuple[str, ...]) -> None:
+    """Run ``steps`` of a language's ``run`` with one teacher for every language (loaded when needed)."""
+    run._teacher = run._teacher or pipeline._teacher
+    run.run_steps(steps, run.keys)
+    pipeline._teacher = run._teacher
 
 
 def vocabulary_shares(settings: Any, sources: Mapping[str, Sequence[str]]) -> dict[str, int]:
@@ -86,6 +115,18 @@ def check_coverage(tokenizer: Tokenizer, samples: Mapping[str, Sequence[str]], t
 def corpus_sample(sources: Sequence[str], options: CorpusOptions, count: int = SAMPLE) -> list[str]:
     """The first ``count`` sentences of ``sources`` within ``options``."""
     return list(itertools.islice(iter_sentences(sources, options), count))
+
+
+def short_sentences(runs: Mapping[str, Any], count: int, exclude: set[str], seed: int) -> list[str]:
+    """``count`` random corpus sentences of ``SHORT_WORDS`` words outside ``exclude``, drawn from each
+    language's run of ``runs`` in proportion to the sentences stage 1 chose in it (one run: all of them)."""
+    chosen = {lang: len(run.records["select"]["sentences"]) for lang, run in runs.items()}
+    short: list[str] = []
+    for lang, n in short_counts(count, chosen).items():
+        run = runs[lang]
+        lengths = replace(run.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
+        short += sample_sentences(background_sentences(run.settings.corpus, lengths), n, exclude, seed)
+    return short
 
 
 def short_counts(total: int, chosen: Mapping[str, int]) -> dict[str, int]:

@@ -13,37 +13,31 @@ from __future__ import annotations
 
 import functools
 import logging
-import shutil
-from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from safetensors.numpy import load_file
-from tqdm.auto import tqdm
 
-from staticsem.distillation.checkpoint import ANALYSIS_FILE, ChunkStore, fingerprint
+from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.corpus.parallel import read_pairs
-from staticsem.distillation.corpus.prefetch import background_sentences
 from staticsem.distillation.corpus.reading import (
     CorpusOptions,
     fingerprint_sources,
     iter_sentences,
 )
-from staticsem.distillation.corpus.sampling import missing_words, sample_sentences, select_sentences
+from staticsem.distillation.corpus.sampling import missing_words, select_sentences
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.languages import (
-    check_coverage,
-    claim_work,
-    corpus_sample,
-    short_counts,
+    run_languages,
+    short_sentences,
     vocabulary_shares,
 )
+from staticsem.distillation.methods.swe.rows import piece_states, with_pieces, with_words, write_analysis
 from staticsem.distillation.methods.swe.settings import (
     SHORT_DEFAULT_MAX,
     SHORT_PER_CHOSEN,
-    SHORT_WORDS,
     ASESettings,
     SWESettings,
     for_teacher,
@@ -51,39 +45,18 @@ from staticsem.distillation.methods.swe.settings import (
 )
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
-from staticsem.distillation.stages.extract import alone_states, extract
+from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Contrastive, Distillation, Objective, train_table
 from staticsem.distillation.steps import StepRun, run_in_frame
 from staticsem.distillation.teachers.backends import backend_key
 from staticsem.distillation.teachers.teacher import teacher_shape
 from staticsem.errors import InputError
 from staticsem.io import load
-from staticsem.io.atomic import atomic_file, save_tensors
+from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
-from staticsem.pieces import PieceTable
 
 logger = logging.getLogger(__name__)
-PIECES_FILE = "pieces.safetensors"
-PIECE_BATCH = 256  # pieces per teacher pass (each alone: a few tokens)
-PIECE_CHUNK = 8192  # pieces per saved chunk (an interrupted pieces step resumes from the last one)
 EXTRA_PASSES = (("targets", "teacher_passes"), ("pieces", "pieces"))  # teacher passes beside stage 1's
-
-
-def piece_text(token: str) -> str:
-    """What the teacher reads for one of its subword pieces: without WordPiece's ``##`` or SentencePiece's
-    ``▁`` word mark (``#`` for a piece that is only the mark)."""
-    return token.removeprefix("##").removeprefix("\u2581") or "#"
-
-
-def with_words(stage2: StaticModel, words: Sequence[str], vectors: np.ndarray, abtt: ABTT) -> StaticModel:
-    """``stage2`` with ``words`` appended: their stage-1 ``vectors`` through the PCA step's fit ``abtt``."""
-    return StaticModel(
-        [*stage2.vocab, *words],
-        np.vstack([stage2.vectors, abtt.apply(vectors)]),
-        tokenizer=stage2.tokenizer,
-        metadata=stage2.metadata,
-        splitter=stage2.splitter.name,
-    )
 
 
 class Pipeline(StepRun):
@@ -199,7 +172,8 @@ class Pipeline(StepRun):
 
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step, save the model to ``out`` and return it."""
-        self._run_languages()
+        if self.subruns:
+            run_languages(self)
         first = ("merge",) if self.subruns else ("vocab", "select", "extract")
         later = self.settings.stages[1:]
         for step in ("pieces", "targets"):  # what the training step uses, just before it
@@ -214,31 +188,6 @@ class Pipeline(StepRun):
         model.save(self.out, dtype=dtype)
         self._write_analysis()
         return model
-
-    def _run_languages(self) -> None:
-        """Stage 1 of each language: every check, count and sentence choice before the first teacher pass."""
-        if not self.subruns:
-            return
-        claim_work(self.work.folder, list(self.subruns))
-        if self.settings.check_tokenizer:
-            samples = {
-                lang: corpus_sample(run.settings.corpus, run.options) for lang, run in self.subruns.items()
-            }
-            check_coverage(self.teacher.subword_tokenizer, samples, self.teacher.id)
-        for language, run in self.subruns.items():
-            try:
-                self._share_teacher(run, ("vocab", "select"))
-            except InputError as exc:  # e.g. no sentence of the language is left after filtering
-                raise InputError(f"{language}: {exc}") from None
-        for language, run in self.subruns.items():
-            self._share_teacher(run, ("extract",))
-            self.records.update({f"{step}-{language}": record for step, record in run.records.items()})
-
-    def _share_teacher(self, run: Pipeline, steps: tuple[str, ...]) -> None:
-        """Run ``steps`` of a language's ``run`` with one teacher for every language (loaded when needed)."""
-        run._teacher = run._teacher or self._teacher
-        run.run_steps(steps, run.keys)
-        self._teacher = run._teacher
 
     # ------------------------------------------------------------------ steps
     @property
@@ -309,7 +258,8 @@ class Pipeline(StepRun):
         sentences = [t for t in iter_sentences(s.kd_corpus, options, excluded) if t not in chosen]
         short: list[str] = []
         if count := s.short_count(len(chosen)):
-            short = self._short(count, chosen | set(sentences))
+            runs = self.subruns or {"": self}
+            short = short_sentences(runs, count, chosen | set(sentences), self.settings.seed)
             sentences += short
         if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
             empty = np.zeros((0, self.teacher.hidden_size), np.float32)
@@ -348,19 +298,6 @@ class Pipeline(StepRun):
             **({"excluded": excluded} if s.exclude and s.kd_corpus else {}),
         }
 
-    def _short(self, count: int, exclude: set[str]) -> list[str]:
-        """``count`` random corpus sentences of ``SHORT_WORDS`` words outside ``exclude``; with several
-        languages, each draws in proportion to the sentences stage 1 chose in it."""
-        runs = self.subruns or {"": self}
-        chosen = {lang: len(run.records["select"]["sentences"]) for lang, run in runs.items()}
-        short: list[str] = []
-        for lang, n in short_counts(count, chosen).items():
-            run = runs[lang]
-            lengths = replace(run.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
-            drawn = background_sentences(run.settings.corpus, lengths)
-            short += sample_sentences(drawn, n, exclude, self.settings.seed)
-        return short
-
     def _missing_words(self, sentences: list[str]) -> list[str]:
         """Words of ``sentences`` seen ``kd_corpus_words`` times or more that stage 1 lacks."""
         known = set(load(self.work.folder / "stage1").vocab)
@@ -376,36 +313,15 @@ class Pipeline(StepRun):
         return with_words(stage2, words, vectors, ABTT.load(self.work.folder / ABTT_FILE))
 
     def _pieces(self) -> dict[str, Any]:
-        """Each subword piece alone through the teacher (its ``##`` mark dropped): the mean of its tokens'
-        states at the stage-1 layer, the piece's starting row once through the PCA step's fit."""
-        tokenizer = self.teacher.subword_tokenizer
-        size = tokenizer.get_vocab_size(with_added_tokens=True)
-        texts = [piece_text(tokenizer.id_to_token(i) or "") for i in range(size)]
-        store = ChunkStore(self.work.folder / "pieces-chunks", self.keys["pieces"])  # resumable
-        starts = range(0, size, PIECE_CHUNK)
-        chunks = tqdm(starts, "pieces", unit="chunk", disable=not self.progress)
-        states = np.concatenate(
-            [store.compute(i // PIECE_CHUNK, self._alone(texts, i))["states"] for i in chunks]
-        )
-        save_tensors(self.work.folder / PIECES_FILE, {"states": states})
-        shutil.rmtree(store.folder)
-        return {"pieces": len(states)}
-
-    def _alone(self, texts: list[str], start: int) -> Callable[[], dict[str, np.ndarray]]:
-        """The teacher states of ``PIECE_CHUNK`` of the pieces' ``texts`` from ``start``, each alone."""
-        chunk = texts[start : start + PIECE_CHUNK]
-        return lambda: {"states": alone_states(self.teacher, chunk, PIECE_BATCH, self.settings.layer)}
+        """Each subword piece alone through the teacher (``rows.piece_states``; resumable)."""
+        folder, key = self.work.folder, self.keys["pieces"]
+        return {"pieces": piece_states(self.teacher, folder, key, self.settings.layer, self.progress)}
 
     def _with_pieces(self, stage2: StaticModel) -> StaticModel:
         """``stage2`` with the pieces' starting rows, when the model learns them."""
         if not self.settings.learns_pieces():
             return stage2
-        states = load_file(str(self.work.folder / PIECES_FILE))["states"]
-        rows = ABTT.load(self.work.folder / ABTT_FILE).apply(states).astype(np.float32)
-        tokenizer = stage2.tokenizer
-        if tokenizer is None or len(rows) != tokenizer.get_vocab_size(with_added_tokens=True):
-            raise InputError("subword pieces need the teacher's subword tokenizer on the model")
-        return stage2.with_pieces(PieceTable(rows, tokenizer, self.settings.piece_train_weight))
+        return with_pieces(stage2, self.work.folder, self.settings.piece_train_weight)
 
     def _pca(self) -> dict[str, Any]:
         s, sentences = self.settings, self.chosen["sentences"]
@@ -453,29 +369,11 @@ class Pipeline(StepRun):
         return self.metadata(passes, reference_passes=select["reference_passes"], **languages)
 
     def _write_analysis(self) -> None:
-        """Stage-1 vectors, sentence mean, removed components and counts for ``staticsem analyze``.
-
-        Written to the work folder (where ``analyze`` looks too); also into the model folder only with
-        ``keep_analysis``: it is larger than the model and encoding does not need it.
-        """
-        if not (self.work.folder / ABTT_FILE).is_file() or "pca" not in self.settings.stages:
-            return
-        stage1 = load(self.work.folder / "stage1")
-        abtt = ABTT.load(self.work.folder / ABTT_FILE)
-        vocab = self.records["merge" if self.subruns else "vocab"]
-        corpus_counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
-        counts = np.array([corpus_counts[w] for w in stage1.vocab], dtype=np.int64)  # corpus frequency
-        tensors = {
-            "stage1": stage1.vectors.astype(np.float16),
-            "mean": abtt.mean,
-            "components": abtt.removed,
-            "explained": abtt.explained,
-            "counts": counts,
-        }
-        save_tensors(self.work.folder / ANALYSIS_FILE, tensors)
-        if self.keep_analysis:
-            with atomic_file(self.out / ANALYSIS_FILE) as tmp:
-                shutil.copyfile(self.work.folder / ANALYSIS_FILE, tmp)
+        """What ``staticsem analyze`` reads (``rows.write_analysis``), once the PCA step has run."""
+        if (self.work.folder / ABTT_FILE).is_file() and "pca" in self.settings.stages:
+            vocab = self.records["merge" if self.subruns else "vocab"]
+            counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
+            write_analysis(self.work.folder, counts, self.out if self.keep_analysis else None)
 
 
 def run_swe(settings: SWESettings, frame: Frame) -> StaticModel:
