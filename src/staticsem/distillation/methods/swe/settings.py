@@ -88,8 +88,10 @@ class ASESettings:
     )
     splitter: str | None = setting(
         None,
-        "Word splitting: words (spaces and punctuation) or subword (Chinese, Japanese, Thai... runs become "
-        "the teacher's subword pieces) [default: subword when a corpus is tagged zh, ja, th..., else words].",
+        "Word splitting: words (spaces and punctuation), subword (Chinese, Japanese, Thai... runs become the "
+        "teacher tokenizer's pieces) or greedy (those runs cut into the longest of the teacher's pieces, "
+        "left to right: as fast as words) [default: greedy when a corpus is tagged zh, ja, th..., else "
+        "words].",
     )
     vocab_split: str = setting(
         "equal",
@@ -292,11 +294,11 @@ Settings = TypeVar("Settings", bound=ASESettings)
 
 
 def with_splitter(settings: Settings) -> Settings:
-    """``settings`` with the word splitter chosen when left unset: ``subword`` for corpora tagged with a
-    language written without spaces (zh, ja, th...), else ``words``."""
+    """``settings`` with the word splitter chosen when left unset: ``greedy`` (the teacher's pieces, longest
+    first) for corpora tagged with a language written without spaces (zh, ja, th...), else ``words``."""
     if settings.splitter is not None:
         return settings
-    return replace(settings, splitter="subword" if needs_subword(corpus_languages(settings)) else "words")
+    return replace(settings, splitter="greedy" if needs_subword(corpus_languages(settings)) else "words")
 
 
 def for_teacher(settings: SWESettings, width: int, layers: int) -> SWESettings:
