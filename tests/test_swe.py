@@ -120,6 +120,17 @@ def test_weight_averaging_changes_only_the_kd_key_and_off_keeps_earlier_keys(
     assert plain["kd"] == fingerprint({"pca": plain["pca"], "kd": before})
 
 
+def test_words_past_rare_after_aim_at_their_own_count(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    taper = {"sentences_per_word": 8, "rare_after": 10, "sentences_per_rare_word": 3}
+    small = settings(corpus_dir / "corpus.txt", **taper)
+    assert small.tapers() and small.word_targets(15) == [8] * 10 + [3] * 5
+    flat = replace(small, rare_after=40)  # at the vocabulary size or past it: every word the same
+    assert not flat.tapers() and flat.word_targets(15) == [8] * 15
+    model = run(corpus_dir, FakeTeacher(subword_tokenizer), stages=("extract",), **taper)
+    words = len(json.loads((corpus_dir / ".model.work" / "vocab.json").read_text())["words"])
+    assert words > 10 and model.metadata["reference_passes"] == 8 * 10 + 3 * (words - 10)
+
+
 def test_stage_prefix(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
     model = run(corpus_dir, FakeTeacher(subword_tokenizer), stages=("extract", "pca"))
     assert model.dim == 6 and model.metadata["steps"].keys() == {"vocab", "select", "extract", "pca"}
