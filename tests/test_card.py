@@ -246,6 +246,19 @@ def test_push_uploads_the_folder_with_its_card(made: Path, monkeypatch: pytest.M
     assert 'staticsem.load("org/mine")' in parsed.text and "README.md" not in files_of(made)
 
 
+def test_push_uploads_the_subfolders_of_a_sentence_transformers_export(
+    tiny_model: StaticModel, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hub = Hub(monkeypatch)
+    folder = export(tiny_model, tmp_path / "st", Format.SENTENCE_TRANSFORMERS)
+    assert (folder / "1_Normalize" / "config.json").is_file()  # a module's own folder
+    result = runner.invoke(app, ["push", str(folder), "org/st"])
+    assert result.exit_code == 0, result.stderr
+    ((_, uploaded),) = hub.uploads
+    uploaded.pop("README.md")
+    assert uploaded == files_of(folder)  # every file of every subfolder, as it is
+
+
 def test_push_to_hub_uploads_the_model_in_its_own_dtype(
     tiny_model: StaticModel, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
