@@ -326,20 +326,26 @@ class Index:
 
     def merge(self, *, optimize: bool = False) -> int:
         """Merge segments: by the size-tiered policy (after every write), or everything into one segment per
-        core without deleted vectors (``optimize``). :returns: how many segments were merged."""
+        core without deleted vectors (``optimize``). :returns: how many segments were merged.
+
+        :raises RuntimeError: when a merge leaves a segment it merged in place (no progress: no endless loop).
+        """
         if self.read_only:
             raise InputError(f"{self.path} is open read-only")
         merged = 0
-        while True:
-            names = writes.merge_plan(self._refresh(), self.hnsw, optimize)
-            if not names:
-                return merged
+        while names := writes.merge_plan(self._refresh(), self.hnsw, optimize):
             with self._write() as write:
                 threads = self.hnsw.builders if optimize else 1
                 writes.merge_segments(self, write, names, self.snapshot, threads)
+            # segment names are never reused: one still there was not merged, and planning again would
+            # plan it again, for ever
+            stuck = sorted(set(names) & {segment.name for segment in self.snapshot.segments})
+            if stuck:
+                raise RuntimeError(f"{self.path}: merging left {', '.join(stuck)} in place; merges stop here")
             merged += len(names)
             if optimize:
-                return merged
+                break
+        return merged
 
     # ------------------------------------------------------------------ searching
     def search(
