@@ -24,6 +24,7 @@ import staticsem
 from staticsem import StaticModel
 from staticsem.cli import app
 from staticsem.io import Format, card, export
+from staticsem.pieces import PieceTable
 
 runner = CliRunner()
 METADATA = {
@@ -133,6 +134,22 @@ def test_a_readme_staticsem_did_not_write_is_kept_and_its_own_is_rewritten(made:
     card.write(made)
     text = (made / "README.md").read_text()
     assert header(text)["license"] == "mit" and "## Scores" not in text  # the license stays, scores go
+
+
+def test_the_card_says_what_staticsem_does_with_unknown_words(
+    tiny_model: StaticModel, lower_model: StaticModel, tmp_path: Path
+) -> None:
+    assert tiny_model.tokenizer is not None
+    rows = np.ones((tiny_model.tokenizer.get_vocab_size(), tiny_model.dim), np.float32)
+    expected = {
+        "pieces": (tiny_model.with_pieces(PieceTable(rows, tiny_model.tokenizer)), "learned subword pieces)"),
+        "prefix": (tiny_model, "uses their longest known prefix)"),
+        "words only": (lower_model, "gives the same vectors"),  # no fallback: skipped by staticsem too
+    }
+    for name, (model, ending) in expected.items():
+        text = card.render(model.save(tmp_path / name))
+        (line,) = [line for line in text.splitlines() if "convert it first" in line]
+        assert line.endswith(f"{ending}."), (name, line)
 
 
 def code_blocks(text: str, language: str) -> list[str]:

@@ -234,8 +234,7 @@ def _usage(model: Folder, ref: str, pushed: bool) -> list[str]:
         out = f"{ref.rsplit('/', 1)[-1]}-model2vec"
         lines += [
             f"{' and '.join(others)} cannot read this folder as it is: convert it first. On in-vocabulary "
-            "text it then gives the same vectors (a staticsem model's unknown words are skipped, where "
-            "staticsem uses their longest known prefix).",
+            f"text it then gives the same vectors{_unknown_words(model)}.",
             "",
             f"```bash\nstaticsem convert {ref} {out} --to model2vec\n```",
             "",
@@ -243,6 +242,19 @@ def _usage(model: Folder, ref: str, pushed: bool) -> list[str]:
         for library in others:
             lines += _SNIPPETS[library].format(ref=out).splitlines() + [""]
     return lines
+
+
+def _unknown_words(model: Folder) -> str:
+    """What a converted folder does with a word outside the vocabulary, where staticsem does more."""
+    subwords = model.config.get("subwords")
+    kind = subwords.get("type") if isinstance(subwords, dict) else None
+    way = {
+        "pieces": "composes them from its learned subword pieces",
+        "fasttext": "builds them from their character n-grams",
+    }.get(str(kind))
+    if way is None and model.config.get("has_tokenizer") and not model.token_level:
+        way = "uses their longest known prefix"
+    return f" (unknown words are skipped, where staticsem {way})" if way else ""
 
 
 _SNIPPETS = {
