@@ -9,11 +9,12 @@ sentence-transformers: a ``Normalize`` module).
 Export of a word-level model builds a word-level HF tokenizer over our vocabulary (BERT pre-tokeniser, plus
 a lower-case normaliser when every word is lower-case) and appends a zero ``[UNK]`` row: model2vec drops
 unknown ids and sentence-transformers' mean over a zero row keeps the direction, so both give our vectors
-on in-vocabulary text. What they cannot reproduce: the lower-case retry for cased vocabularies and the
-subword-prefix fallback for unknown words (they skip such words). Such folders carry ``staticsem_metadata``
-in config.json and our subword tokenizer as ``staticsem_subword_tokenizer.json``, and are read back
-word-level, losslessly. A token-level model is exported with its own tokenizer and rows. A fastText
-model's n-gram table is not exported (a warning says so).
+on in-vocabulary text. What they cannot reproduce: the lower-case retry for cased vocabularies and
+staticsem's vectors for unknown words (learned pieces, fastText n-grams or the longest known prefix: they
+skip such words). Such folders carry ``staticsem_metadata`` in config.json and our subword tokenizer as
+``staticsem_subword_tokenizer.json``, and are read back word-level, losslessly but for a table of pieces or
+n-grams, which is not exported (a warning says so; the read-back model uses the prefix rule). A token-level
+model is exported with its own tokenizer and rows.
 """
 
 from __future__ import annotations
