@@ -23,7 +23,7 @@ from staticsem import StaticModel
 from staticsem.cli import app
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.io import Format, export
-from staticsem.io.hub import is_hub_name
+from staticsem.io.layout import is_hub_name
 
 runner = CliRunner()
 TEXTS = ["the cat sat on the mat", "a happy dog", "the king and the queen"]
