@@ -55,6 +55,16 @@ def corpus_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory, subword_tokenizer: Tokenizer) -> Path:
+    """One uninterrupted build with these settings (``clean``, its work folder beside it) on the corpus every
+    ``corpus_dir`` holds: the model other runs must give, built once for the module."""
+    folder = tmp_path_factory.mktemp("clean")
+    write_corpus(folder / "corpus.txt")
+    run(folder, FakeTeacher(subword_tokenizer), out="clean")
+    return folder
+
+
 def test_full_pipeline_writes_model_metadata_and_analysis(
     corpus_dir: Path, subword_tokenizer: Tokenizer
 ) -> None:
@@ -90,8 +100,8 @@ def test_full_pipeline_writes_model_metadata_and_analysis(
     assert kept.keys() == analysis.keys() and all(np.array_equal(kept[k], analysis[k]) for k in kept)
 
 
-def test_same_seed_same_model(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
-    first = run(corpus_dir, FakeTeacher(subword_tokenizer), out="a")
+def test_same_seed_same_model(corpus_dir: Path, clean: Path, subword_tokenizer: Tokenizer) -> None:
+    first = staticsem.load(clean / "clean")  # built in another folder
     second = run(corpus_dir, FakeTeacher(subword_tokenizer), out="b")
     assert first.vocab == second.vocab
     np.testing.assert_array_equal(first.vectors, second.vectors)
@@ -138,8 +148,8 @@ def test_stage_prefix(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
         settings(corpus_dir / "corpus.txt", stages=("pca",)).validate()
 
 
-def test_interrupted_extraction_resumes(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
-    reference = run(corpus_dir, FakeTeacher(subword_tokenizer), out="clean")
+def test_interrupted_extraction_resumes(corpus_dir: Path, clean: Path, subword_tokenizer: Tokenizer) -> None:
+    reference = staticsem.load(clean / "clean")
     with pytest.raises(KeyboardInterrupt):
         run(corpus_dir, FakeTeacher(subword_tokenizer, fail_after=3))
     resumed_teacher = FakeTeacher(subword_tokenizer)
@@ -148,7 +158,7 @@ def test_interrupted_extraction_resumes(corpus_dir: Path, subword_tokenizer: Tok
     assert 0 < resumed_teacher.sentences < total  # only the batches not saved before the interrupt
     np.testing.assert_allclose(resumed.vectors, reference.vectors, atol=1e-5)
     first, second = (
-        load_file(str(corpus_dir / f".{n}.work" / "stage1.safetensors")) for n in ("clean", "model")
+        load_file(str(d / "stage1.safetensors")) for d in (clean / ".clean.work", corpus_dir / ".model.work")
     )
     assert set(first) == set(second) == {"embeddings", "token_means"}
     for key in first:  # the per-sentence outputs saved before the interrupt come back in place
@@ -196,8 +206,8 @@ Pipeline(settings(Path({corpus!r})), Path({out!r}), teacher=teacher, show_progre
 """
 
 
-def test_resume_after_sigkill(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
-    reference = run(corpus_dir, FakeTeacher(subword_tokenizer), out="clean")
+def test_resume_after_sigkill(corpus_dir: Path, clean: Path, subword_tokenizer: Tokenizer) -> None:
+    reference = staticsem.load(clean / "clean")
     code = CHILD.format(
         tests=str(Path(__file__).parent), corpus=str(corpus_dir / "corpus.txt"), out=str(corpus_dir / "model")
     )
