@@ -6,8 +6,9 @@ setup:
 demo: setup
 	bash scripts/demo.sh
 
+# on every core (at most 4 processes; tests/conftest.py says which modules run whole in one)
 test: setup
-	HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q
+	HF_HUB_OFFLINE=1 .venv/bin/python -m pytest -q -n auto --maxprocesses 4
 
 lint:
 	.venv/bin/ruff check src tests benchmarks studies

@@ -9,6 +9,7 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -51,6 +52,36 @@ PIECES = [
     "z",
     "##z",
 ]
+
+
+# ``make test`` runs the tests on every core (pytest-xdist, ``-n``). These modules run whole, in order, in
+# one process: a module fixture too costly to make twice (the wheel and its venv, the teachers' ONNX
+# exports, the docs' demo model, a browser), one Ray cluster at a time (``RayScale("auto")`` joins whichever
+# runs), or blocks that share a namespace and folder (the docs' examples). Every other test goes wherever a
+# process is free.
+ONE_PROCESS = (
+    "test_docs.py",
+    "test_scale.py",
+    "test_serve_browser.py",
+    "test_teacher_backends.py",
+    "test_wheel.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's per-test load scheduling, but each module of ``ONE_PROCESS`` is one unit of work (its
+    ``xdist_group`` marker cannot do this since pytest 9 keeps node ids to itself)."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class OneProcessModules(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if Path(module).name in ONE_PROCESS else nodeid
+
+    return OneProcessModules(config, log)
 
 
 @pytest.fixture(scope="session")

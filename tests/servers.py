@@ -41,26 +41,33 @@ class Server:
 
 
 def start(args: list[str], env: dict[str, str] | None = None, wait: float = 60) -> Server:
-    """Run ``staticsem serve ARGS --port FREE`` and wait until ``/health`` answers."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-c", CLI, "serve", *args, "--port", str(port)],
-        env={**os.environ, **(env or {})},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    server = Server(process, f"http://127.0.0.1:{port}")
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode}: {process.stderr.read()}")  # type: ignore[union-attr]
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{server.url}/health", timeout=1).status_code == 200:
-                return server
-        time.sleep(0.1)
-    server.stop()
-    raise RuntimeError(f"server did not answer /health within {wait} s")
+    """Run ``staticsem serve ARGS --port FREE`` and wait until ``/health`` answers; a port another test
+    process took between ``free_port`` and the server's bind (tests run side by side) means another port."""
+    for _ in range(4):
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-c", CLI, "serve", *args, "--port", str(port)],
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        server = Server(process, f"http://127.0.0.1:{port}")
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                stderr = process.stderr.read()  # type: ignore[union-attr]
+                if "address already in use" in stderr:
+                    break
+                raise RuntimeError(f"server exited with {process.returncode}: {stderr}")
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{server.url}/health", timeout=1).status_code == 200:
+                    return server
+            time.sleep(0.1)
+        else:
+            server.stop()
+            raise RuntimeError(f"server did not answer /health within {wait} s")
+    raise RuntimeError("no free port the server could bind in 4 tries")
 
 
 @contextlib.contextmanager

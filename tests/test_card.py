@@ -24,6 +24,7 @@ import staticsem
 from staticsem import StaticModel
 from staticsem.cli import app
 from staticsem.io import Format, card, export
+from staticsem.pieces import PieceTable
 
 runner = CliRunner()
 METADATA = {
@@ -162,6 +163,22 @@ def test_a_readme_staticsem_did_not_write_is_kept_and_its_own_is_rewritten(made:
     assert header(text)["license"] == "mit" and "## Scores" not in text  # the license stays, scores go
 
 
+def test_the_card_says_what_staticsem_does_with_unknown_words(
+    tiny_model: StaticModel, lower_model: StaticModel, tmp_path: Path
+) -> None:
+    assert tiny_model.tokenizer is not None
+    rows = np.ones((tiny_model.tokenizer.get_vocab_size(), tiny_model.dim), np.float32)
+    expected = {
+        "pieces": (tiny_model.with_pieces(PieceTable(rows, tiny_model.tokenizer)), "learned subword pieces)"),
+        "prefix": (tiny_model, "uses their longest known prefix)"),
+        "words only": (lower_model, "gives the same vectors"),  # no fallback: skipped by staticsem too
+    }
+    for name, (model, ending) in expected.items():
+        text = card.render(model.save(tmp_path / name))
+        (line,) = [line for line in text.splitlines() if "convert it first" in line]
+        assert line.endswith(f"{ending}."), (name, line)
+
+
 def code_blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
 
@@ -271,6 +288,19 @@ def test_push_uploads_the_folder_with_its_card(made: Path, monkeypatch: pytest.M
     assert parsed.data.model_name == "org/mine" and parsed.data.license == "mit"
     assert len(parsed.data.eval_results) == 3  # the scores of report.json, which went up beside it
     assert 'staticsem.load("org/mine")' in parsed.text and "README.md" not in files_of(made)
+
+
+def test_push_uploads_the_subfolders_of_a_sentence_transformers_export(
+    tiny_model: StaticModel, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    hub = Hub(monkeypatch)
+    folder = export(tiny_model, tmp_path / "st", Format.SENTENCE_TRANSFORMERS)
+    assert (folder / "1_Normalize" / "config.json").is_file()  # a module's own folder
+    result = runner.invoke(app, ["push", str(folder), "org/st"])
+    assert result.exit_code == 0, result.stderr
+    ((_, uploaded),) = hub.uploads
+    uploaded.pop("README.md")
+    assert uploaded == files_of(folder)  # every file of every subfolder, as it is
 
 
 def test_push_to_hub_uploads_the_model_in_its_own_dtype(

@@ -92,6 +92,24 @@ def test_the_reader_drops_listed_lines_and_sentences_and_counts_them(tmp_path: P
     assert "exclude" not in CorpusOptions().key()  # keys of runs without a list stay as they were
 
 
+def test_counts_are_per_corpus_file(tmp_path: Path) -> None:
+    # two files holding 1 and 2 listed sentences: each file's own count, not a running total
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    kept = ["Cats sleep all day long.", "Dogs bark at the moon."]
+    first.write_text("\n".join([kept[0], *marked(1)]) + "\n", encoding="utf-8")
+    second.write_text("\n".join([kept[1], *marked(2, 10)]) + "\n", encoding="utf-8")
+    listed = tmp_path / "listed.txt"
+    listed.write_text("\n".join(marked(1) + marked(2, 10)) + "\n", encoding="utf-8")
+    options = CorpusOptions(min_words=2, exclude=(str(listed),))
+    sources = [str(first), str(second)]
+    expected = {str(first): 1, str(second): 2}
+    counts: dict[str, int] = {}
+    assert list(iter_sentences(sources, options, counts)) == kept and counts == expected
+    drawn: dict[str, int] = {}  # the short-sentence draw reads through the child process
+    assert list(background_sentences(sources, options, excluded=drawn)) == kept
+    assert drawn == expected
+
+
 def swe_settings(folder: Path, **changes: object) -> SWESettings:
     kd = KDSettings(batch_size=32, eval_every=10, max_steps=30, dev_size=100)
     # kd_short: every eligible short sentence, so an excluded one would be drawn

@@ -23,7 +23,7 @@ from staticsem import StaticModel
 from staticsem.cli import app
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.io import Format, export
-from staticsem.io.hub import is_hub_name
+from staticsem.io.layout import is_hub_name
 
 runner = CliRunner()
 TEXTS = ["the cat sat on the mat", "a happy dog", "the king and the queen"]
@@ -187,6 +187,35 @@ def test_index_build_records_the_cached_folder(hub_cache: Path, tmp_path: Path) 
         assert index.config["model"]["path"] == str(snapshot.resolve())
     with Index.build("org/tiny", TEXTS, tmp_path / "api-idx") as index:  # the API takes hub names too
         assert index.config["model"]["path"] == str(snapshot.resolve())
+
+
+def test_index_build_and_train_classifier_take_a_revision(hub_cache: Path, tmp_path: Path) -> None:
+    pytest.importorskip("usearch")
+    pytest.importorskip("torch")
+    from staticsem.search import Index
+    from staticsem.train import StaticClassifier
+
+    old = cache_repo(hub_cache, "org/tiny", model(1).save(tmp_path / "v1"), "1" * 40, refs=("v1",))
+    cache_repo(hub_cache, "org/tiny", model(2).save(tmp_path / "v2"), "2" * 40, refs=("main",))
+    docs = tmp_path / "docs.txt"
+    docs.write_text("\n".join(TEXTS) + "\n")
+    code, _, stderr = invoke(
+        "index", "build", "org/tiny", docs, "--out", tmp_path / "idx", "--revision", "v1"
+    )
+    assert code == 0, stderr
+    with Index.open(tmp_path / "idx", read_only=True) as index:
+        assert index.config["model"]["path"] == str(old.resolve())
+    train = tmp_path / "train.tsv"
+    train.write_text(
+        "".join(f"{label}\t{text}\n" for label, text in [("pet", "the cat"), ("royal", "a king")] * 4)
+    )
+    out = tmp_path / "clf"
+    code, _, stderr = invoke(
+        "train-classifier", "org/tiny", "--revision", "v1", "--train", train, "--out", out,
+        "--freeze", "--epochs", 1, "--no-progress",
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert StaticClassifier.load(out).model.metadata["seed"] == 1  # the v1 snapshot's table
 
 
 def test_serve_takes_a_hub_name_and_answers_with_it(hub_cache: Path, tmp_path: Path) -> None:

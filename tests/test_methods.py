@@ -61,8 +61,10 @@ def test_a_default_that_differs_between_methods_stays_each_methods(
         result = runner.invoke(app, ["distill", *form, name, "--out", "unused"])
         assert result.exit_code == 0, result.output
     assert built["swe"].sentences_per_word == 7 and built["ase"].sentences_per_word == 10
-    given = runner.invoke(app, ["distill", *form, "ase", "--sentences-per-word", "4", "--out", "x"])
-    assert given.exit_code == 0 and built["ase"].sentences_per_word == 4
+    # each method given a number explicitly, the other method's default among them, keeps it
+    for name, count in (("ase", "4"), ("ase", "7"), ("swe", "10")):
+        given = runner.invoke(app, ["distill", *form, name, "--sentences-per-word", count, "--out", "x"])
+        assert given.exit_code == 0 and built[name].sentences_per_word == int(count), (name, count)
 
 
 def test_settings_from_keywords_record_lists_as_tuples_and_refuse_strangers() -> None:

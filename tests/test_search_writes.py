@@ -142,6 +142,23 @@ def test_deleting_every_document_drops_the_segment_and_later_writes_work(tmp_pat
         assert [s["vectors"] for s in index.info()["segments"]] == [4]
 
 
+def test_a_merge_that_replaces_nothing_stops_with_an_error(
+    model: StaticModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A merge that leaves its segment in place (a bug) raises instead of planning the same merge for ever;
+    after a write it is logged and the write stands."""
+    from staticsem.search import writes
+
+    index = Index.build(model, WORDS, tmp_path / "ix", hnsw=HnswSettings(flush_size=4))
+    (segment,) = index.snapshot.segments
+    monkeypatch.setattr(writes, "merge_segments", lambda *args: None)
+    index.delete([str(key) for key in segment.keys])  # the segment has no live vector: planned for a merge
+    assert "the merge after a write failed" in caplog.text and len(index) == len(WORDS) - len(segment)
+    with pytest.raises(RuntimeError, match=f"merging left {segment.name} in place"):
+        index.merge()
+    index.close()
+
+
 def test_export_rows_line_up_across_graphs_flat_segments_and_the_buffer(
     model: StaticModel, tmp_path: Path
 ) -> None:

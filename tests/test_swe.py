@@ -55,6 +55,16 @@ def corpus_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory, subword_tokenizer: Tokenizer) -> Path:
+    """One uninterrupted build with these settings (``clean``, its work folder beside it) on the corpus every
+    ``corpus_dir`` holds: the model other runs must give, built once for the module."""
+    folder = tmp_path_factory.mktemp("clean")
+    write_corpus(folder / "corpus.txt")
+    run(folder, FakeTeacher(subword_tokenizer), out="clean")
+    return folder
+
+
 def test_full_pipeline_writes_model_metadata_and_analysis(
     corpus_dir: Path, subword_tokenizer: Tokenizer
 ) -> None:
@@ -90,8 +100,8 @@ def test_full_pipeline_writes_model_metadata_and_analysis(
     assert kept.keys() == analysis.keys() and all(np.array_equal(kept[k], analysis[k]) for k in kept)
 
 
-def test_same_seed_same_model(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
-    first = run(corpus_dir, FakeTeacher(subword_tokenizer), out="a")
+def test_same_seed_same_model(corpus_dir: Path, clean: Path, subword_tokenizer: Tokenizer) -> None:
+    first = staticsem.load(clean / "clean")  # built in another folder
     second = run(corpus_dir, FakeTeacher(subword_tokenizer), out="b")
     assert first.vocab == second.vocab
     np.testing.assert_array_equal(first.vectors, second.vectors)
@@ -120,6 +130,17 @@ def test_weight_averaging_changes_only_the_kd_key_and_off_keeps_earlier_keys(
     assert plain["kd"] == fingerprint({"pca": plain["pca"], "kd": before})
 
 
+def test_words_past_rare_after_aim_at_their_own_count(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
+    taper = {"sentences_per_word": 8, "rare_after": 10, "sentences_per_rare_word": 3}
+    small = settings(corpus_dir / "corpus.txt", **taper)
+    assert small.tapers() and small.word_targets(15) == [8] * 10 + [3] * 5
+    flat = replace(small, rare_after=40)  # at the vocabulary size or past it: every word the same
+    assert not flat.tapers() and flat.word_targets(15) == [8] * 15
+    model = run(corpus_dir, FakeTeacher(subword_tokenizer), stages=("extract",), **taper)
+    words = len(json.loads((corpus_dir / ".model.work" / "vocab.json").read_text())["words"])
+    assert words > 10 and model.metadata["reference_passes"] == 8 * 10 + 3 * (words - 10)
+
+
 def test_stage_prefix(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
     model = run(corpus_dir, FakeTeacher(subword_tokenizer), stages=("extract", "pca"))
     assert model.dim == 6 and model.metadata["steps"].keys() == {"vocab", "select", "extract", "pca"}
@@ -127,8 +148,8 @@ def test_stage_prefix(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
         settings(corpus_dir / "corpus.txt", stages=("pca",)).validate()
 
 
-def test_interrupted_extraction_resumes(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
-    reference = run(corpus_dir, FakeTeacher(subword_tokenizer), out="clean")
+def test_interrupted_extraction_resumes(corpus_dir: Path, clean: Path, subword_tokenizer: Tokenizer) -> None:
+    reference = staticsem.load(clean / "clean")
     with pytest.raises(KeyboardInterrupt):
         run(corpus_dir, FakeTeacher(subword_tokenizer, fail_after=3))
     resumed_teacher = FakeTeacher(subword_tokenizer)
@@ -137,7 +158,7 @@ def test_interrupted_extraction_resumes(corpus_dir: Path, subword_tokenizer: Tok
     assert 0 < resumed_teacher.sentences < total  # only the batches not saved before the interrupt
     np.testing.assert_allclose(resumed.vectors, reference.vectors, atol=1e-5)
     first, second = (
-        load_file(str(corpus_dir / f".{n}.work" / "stage1.safetensors")) for n in ("clean", "model")
+        load_file(str(d / "stage1.safetensors")) for d in (clean / ".clean.work", corpus_dir / ".model.work")
     )
     assert set(first) == set(second) == {"embeddings", "token_means"}
     for key in first:  # the per-sentence outputs saved before the interrupt come back in place
@@ -185,8 +206,8 @@ Pipeline(settings(Path({corpus!r})), Path({out!r}), teacher=teacher, show_progre
 """
 
 
-def test_resume_after_sigkill(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
-    reference = run(corpus_dir, FakeTeacher(subword_tokenizer), out="clean")
+def test_resume_after_sigkill(corpus_dir: Path, clean: Path, subword_tokenizer: Tokenizer) -> None:
+    reference = staticsem.load(clean / "clean")
     code = CHILD.format(
         tests=str(Path(__file__).parent), corpus=str(corpus_dir / "corpus.txt"), out=str(corpus_dir / "model")
     )

@@ -260,7 +260,7 @@ def push(
     revision: RevisionOpt = None,
 ) -> None:
     """Upload MODEL to the Hugging Face hub with a generated model card (the token comes from HF_TOKEN)."""
-    from staticsem.io.hub import push as upload
+    from staticsem.io import push as upload
 
     url = upload(model, repo_id, private=private, revision=revision, license=license)
     err.print(f"pushed {model} to {url}")

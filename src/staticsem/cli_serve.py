@@ -7,12 +7,15 @@ import ipaddress
 import logging
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from staticsem.errors import InputError
 from staticsem.io.hub import REVISION_HELP
+
+if TYPE_CHECKING:
+    from staticsem.serve.settings import ServeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -74,27 +77,13 @@ def serve(
 ) -> None:
     """Serve MODEL over HTTP: OpenAI-compatible /v1/embeddings, similarity, words, search, a playground."""
     try:
-        import uvicorn
-
-        from staticsem.serve.app import app_from_settings
-        from staticsem.serve.settings import SETTINGS_ENV, Limits, ServeSettings
+        from staticsem.serve.settings import Limits, ServeSettings
     except ImportError as exc:
         raise InputError(f"{exc} (staticsem serve needs `pip install 'staticsem[serve]'`)") from None
-    from staticsem.io.hub import resolve
-
-    folder = resolve(model, revision)
-    if name is None and folder != model.expanduser():
-        name = str(model) if revision is None else f"{model}@{revision}"  # not the cache's commit folder
     limits = Limits(max_inputs, max_chars, max_body_bytes, max_k, max_matrix_cells, max_in_flight)
     if search_threads is not None:
         limits = dataclasses.replace(limits, search_threads=search_threads)
-    settings = ServeSettings(folder, index, api_key_env, name, limits)
-    app = app_from_settings(settings)  # loads everything once, so a bad path fails here with one line
-    if not _loopback(host):
-        logger.warning("binding %s: the server is reachable from other machines", host)
-    typer.echo(
-        f"serving {settings.model_name} on http://{host}:{port} (playground /, API docs /docs)", err=True
-    )
+    folder, name = _model(model, revision, name)
     options = dict(
         host=host,
         port=port,
@@ -104,13 +93,41 @@ def serve(
         log_level="info" if access_log else "warning",
         backlog=4096,
     )
+    _run(ServeSettings(folder, index, api_key_env, name, limits), workers, options)
+
+
+def _model(model: Path, revision: str | None, name: str | None) -> tuple[Path, str | None]:
+    """The model's folder (a hub name's in the hub's cache) and the name answers give it (a hub name's
+    own, not the cache's commit folder)."""
+    from staticsem.io.hub import resolve
+
+    folder = resolve(model, revision)
+    if name is None and folder != model.expanduser():
+        name = str(model) if revision is None else f"{model}@{revision}"
+    return folder, name
+
+
+def _run(settings: ServeSettings, workers: int, options: dict[str, Any]) -> None:
+    """Load the app once (a bad path fails here with one line), then run uvicorn: in this process, or in
+    ``workers`` processes that each load it from the settings."""
+    import uvicorn
+
+    from staticsem.serve.app import app_from_settings
+    from staticsem.serve.settings import SETTINGS_ENV
+
+    app = app_from_settings(settings)
+    host = options["host"]
+    if not _loopback(host):
+        logger.warning("binding %s: the server is reachable from other machines", host)
+    url = f"http://{host}:{options['port']}"
+    typer.echo(f"serving {settings.model_name} on {url} (playground /, API docs /docs)", err=True)
     if workers == 1:
-        uvicorn.run(app, **options)  # type: ignore[arg-type]
+        uvicorn.run(app, **options)
         return
     if app.state.service.index is not None:
         app.state.service.index.close()  # each worker opens its own
     os.environ[SETTINGS_ENV] = settings.to_json()
-    uvicorn.run("staticsem.serve.app:app_from_env", factory=True, workers=workers, **options)  # type: ignore[arg-type]
+    uvicorn.run("staticsem.serve.app:app_from_env", factory=True, workers=workers, **options)
 
 
 def _loopback(host: str) -> bool:

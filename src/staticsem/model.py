@@ -21,13 +21,13 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from staticsem.errors import InputError, ModelFormatError
+from staticsem.model_checks import check_parts
 from staticsem.ngrams import ComposedRows, NgramTable
 from staticsem.pieces import PieceTable
 from staticsem.quantize import dequantize
 from staticsem.text import UNKNOWN, WordLookup, make_splitter
-from staticsem.tokens import TokenLookup, TokenRules, check_vocabulary
+from staticsem.tokens import TokenLookup, TokenRules
 
-_STORED_DTYPES = (np.float32, np.float16, np.int8)
 _COMPOSED_BYTES = 256 << 20  # composed unknown-word rows are dropped between batches beyond this
 _worker_model: StaticModel | None = None
 
@@ -85,7 +85,7 @@ class StaticModel:
         self.metadata: dict[str, Any] = dict(metadata or {})
         self.tokens = tokens
         self.normalize = normalize
-        self._validate()
+        check_parts(self.vocab, vectors, self.scales, tokenizer, ngrams, pieces, tokens)
         try:
             self.splitter = make_splitter(splitter, tokenizer)
         except ValueError as exc:
@@ -99,55 +99,6 @@ class StaticModel:
         else:
             self._lookup = TokenLookup(tokenizer, tokens)  # type: ignore[arg-type]  # _validate checked it
         self._unit_cache: np.ndarray | None = None
-
-    def _validate(self) -> None:
-        vectors = self.vectors
-        if not isinstance(vectors, np.ndarray) or vectors.ndim != 2:
-            raise ModelFormatError(f"the matrix must be 2-dimensional, got shape {np.shape(vectors)}")
-        if vectors.dtype.type not in _STORED_DTYPES:
-            raise ModelFormatError(f"the matrix must be float32, float16 or int8, got {vectors.dtype}")
-        if len(self.vocab) != vectors.shape[0]:
-            raise ModelFormatError(
-                f"vocabulary has {len(self.vocab)} words but the matrix has {vectors.shape[0]} rows"
-            )
-        if vectors.shape[1] == 0:
-            raise ModelFormatError("the matrix has 0 dimensions")
-        if self.tokens is not None:
-            if self.tokenizer is None or self.ngrams is not None:
-                raise ModelFormatError("a token-level model needs its tokenizer and has no n-gram table")
-            check_vocabulary(self.vocab, self.tokenizer)
-        elif any(not isinstance(w, str) or not w for w in self.vocab):
-            raise ModelFormatError("vocabulary words must be non-empty strings")
-        if len(set(self.vocab)) != len(self.vocab):
-            seen: set[str] = set()
-            dup = next(w for w in self.vocab if w in seen or seen.add(w))  # type: ignore[func-returns-value]
-            raise ModelFormatError(f"vocabulary word {dup!r} occurs more than once")
-        if vectors.dtype != np.int8 and not np.isfinite(vectors).all():
-            row = int(np.flatnonzero(~np.isfinite(vectors).all(axis=1))[0])
-            raise ModelFormatError(
-                f"the matrix holds NaN or infinite values (first in row {row}, word {self.vocab[row]!r})"
-            )
-        if (self.scales is None) != (vectors.dtype != np.int8):
-            raise ModelFormatError("int8 matrices need per-row scales, and only int8 matrices have them")
-        if self.scales is not None and (
-            self.scales.shape != (len(self.vocab),) or not np.isfinite(self.scales).all()
-        ):
-            raise ModelFormatError(
-                f"int8 scales must be {len(self.vocab)} finite values, got shape {self.scales.shape}"
-            )
-        if self.ngrams is not None and self.ngrams.dim != vectors.shape[1]:
-            raise ModelFormatError(
-                f"the n-gram table has {self.ngrams.dim} dimensions but the matrix has {vectors.shape[1]}"
-            )
-        if self.pieces is not None:
-            if self.ngrams is not None or self.tokens is not None:
-                raise ModelFormatError("subword pieces go with a word-level model without an n-gram table")
-            if self.pieces.tokenizer is not self.tokenizer:
-                raise ModelFormatError("the piece table must use the model's own subword tokenizer")
-            if self.pieces.dim != vectors.shape[1]:
-                raise ModelFormatError(
-                    f"the piece table has {self.pieces.dim} dimensions but the matrix has {vectors.shape[1]}"
-                )
 
     # ------------------------------------------------------------------ properties
     @property

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 from importlib.util import find_spec
@@ -81,33 +80,43 @@ def distill(
         "teacher_backend": teacher_backend,
     }
     settings = make_settings(chosen, {**{k: v for k, v in common.items() if v is not None}, **options})
-    if (ray is not None or ray_workers is not None) and not chosen.scalable:
-        scaled = [m.name for m in methods() if m.scalable]
-        raise InputError(f"ray and ray_workers are for the {listing(scaled)} methods")
-    if out is None and chosen.needs_out:
-        raise InputError(f"the {chosen.name} method needs an output folder (it keeps checkpoints beside it)")
+    scaled = ray is not None or ray_workers is not None
+    _check_frame(chosen, out, scaled)
     settings.validate()  # before any cluster starts
-    with contextlib.ExitStack() as stack:
-        scale = None
-        if ray is not None or ray_workers is not None:
-            from staticsem.scale.distill import RayScale
-
-            scale = stack.enter_context(RayScale(ray or "auto", ray_workers, show_progress=show_progress))
-        frame = Frame(
-            out=None if out is None else Path(out),
-            dtype=dtype,
-            keep_work=keep_work,
-            work_dir=None if work_dir is None else Path(work_dir),
-            trust_remote_code=trust_remote_code,
-            show_progress=show_progress,
-            scale=scale,
-        )
-        model = chosen.runner()(settings, frame)
+    frame = Frame(
+        out=None if out is None else Path(out),
+        dtype=dtype,
+        keep_work=keep_work,
+        work_dir=None if work_dir is None else Path(work_dir),
+        trust_remote_code=trust_remote_code,
+        show_progress=show_progress,
+    )
+    model = _run(chosen, settings, frame, (ray or "auto", ray_workers) if scaled else None)
     if frame.out is not None:
         from staticsem.io.card import refresh
 
         refresh(frame.out)  # README.md: what the folder holds and how it was made
     return model
+
+
+def _check_frame(method: Method, out: str | Path | None, scaled: bool) -> None:
+    """Refuse Ray for a method that does not scale, and no ``out`` where the method keeps checkpoints."""
+    if scaled and not method.scalable:
+        raise InputError(
+            f"ray and ray_workers are for the {listing([m.name for m in methods() if m.scalable])} methods"
+        )
+    if out is None and method.needs_out:
+        raise InputError(f"the {method.name} method needs an output folder (it keeps checkpoints beside it)")
+
+
+def _run(method: Method, settings: Any, frame: Frame, cluster: tuple[str, int | None] | None) -> StaticModel:
+    """Run ``method`` in ``frame``; with ``cluster`` (address, replicas), its teacher passes on Ray."""
+    if cluster is None:
+        return method.runner()(settings, frame)
+    from staticsem.scale.distill import RayScale
+
+    with RayScale(*cluster, show_progress=frame.show_progress) as scale:
+        return method.runner()(settings, dataclasses.replace(frame, scale=scale))
 
 
 def require_extras() -> None:

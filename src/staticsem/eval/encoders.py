@@ -177,7 +177,8 @@ def load_encoder(spec: str, backend: str = "torch", cache: Path | None = None) -
             return TeacherBackendEncoder(name, backend, prompt=prompt or None, cache=cache)
         return SentenceTransformerEncoder(name, prompt=prompt or None)
     from staticsem.io import Format, detect, load
-    from staticsem.io.hub import is_hub_name, resolve
+    from staticsem.io.hub import resolve
+    from staticsem.io.layout import is_hub_name
 
     path = Path(spec).expanduser()
     if not path.exists() and not is_hub_name(spec):

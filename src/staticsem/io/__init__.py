@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from staticsem.errors import InputError, ModelFormatError, parse_choice
-from staticsem.io import common, hf, hub, native, native_write, vectors
+from staticsem.io import hf, hub, layout, native, native_write, vectors
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
@@ -37,22 +37,7 @@ def detect(path: str | Path) -> Format:
     """
     path = Path(path)
     if path.is_dir():
-        if (path / "config.json").is_file():
-            common.read_json(path / "config.json")  # raises naming the file when it is not valid JSON
-        if native.is_native(path):
-            return Format.STATICSEM
-        if (path / "modules.json").is_file():
-            hf.static_module_path(path)  # raises for transformer models, even beside model2vec-like files
-        if (path / "config_sentence_transformers.json").is_file() or (
-            (path / "modules.json").is_file() and not hf.is_model2vec(path)
-        ):
-            hf.static_module_path(path)  # raises for transformer models
-            return Format.SENTENCE_TRANSFORMERS
-        if hf.is_model2vec(path):
-            return Format.MODEL2VEC
-        raise ModelFormatError(
-            f"{path}: folder holds no model staticsem reads (no config.json/model.safetensors)"
-        )
+        return Format(layout.folder_format(path))
     if not path.exists():
         raise ModelFormatError(f"{path}: no such file or folder")
     kind = vectors.sniff(path)
@@ -103,3 +88,31 @@ def export(
         return hf.write_sentence_transformers(model, path)
     kind = "word2vec" if fmt is Format.FASTTEXT else fmt.value
     return vectors.write(model, path, kind)
+
+
+def push(
+    model: str | Path,
+    repo_id: str,
+    *,
+    private: bool = False,
+    token: str | None = None,
+    revision: str | None = None,
+    license: str | None = None,
+) -> str:
+    """Upload a model (a folder, any file staticsem reads, or a hub name at ``revision``) to the hub
+    repository ``repo_id`` with a model card: a folder in staticsem's, model2vec's or sentence-transformers'
+    layout as it is (``hub.push_folder``), any other model in staticsem's format.
+
+    :returns: the repository's URL.
+    :raises InputError: for a bad ``repo_id`` or when the hub refuses (one line).
+    """
+    import tempfile
+
+    hub.check_repo_id(repo_id)
+    source = hub.resolve(model, revision)
+    options: dict[str, Any] = {"private": private, "token": token, "license": license}
+    if hub.is_model_folder(source):
+        return hub.push_folder(source, repo_id, **options)
+    with tempfile.TemporaryDirectory(prefix="staticsem-push-") as scratch:
+        folder = load(source).save(Path(scratch) / source.resolve().name)  # the name its reports know
+        return hub.push_folder(folder, repo_id, **options)

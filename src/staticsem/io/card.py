@@ -7,8 +7,8 @@ folder explains itself. Everything comes from the folder: ``config.json`` (forma
 fingerprints, settings, teacher passes, time) and the ``staticsem eval`` reports (JSON) beside it. The card
 claims only what works for the folder's format: model2vec and sentence-transformers read staticsem's own
 folder only after ``staticsem convert``. The YAML header is written here (no yaml package needed); a README
-that staticsem did not write is never replaced. Standard library only, plus the format detection of
-``staticsem.io``.
+that staticsem did not write is never replaced. Standard library only, plus ``staticsem.io.layout``'s
+reading of the folder (no model is loaded).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from staticsem.errors import StaticsemError
 from staticsem.io.common import read_json
 from staticsem.io.eval_reports import Scores
+from staticsem.io.layout import TOKEN_LEVEL, folder_format, is_hub_name, static_module_path
 from staticsem.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -73,10 +74,8 @@ class Folder:
     """What a card says about a model folder, read from its files (no model is loaded)."""
 
     def __init__(self, path: Path) -> None:
-        from staticsem.io import detect, hf
-
         self.path = path
-        self.format = detect(path).value
+        self.format = folder_format(path)
         self.config: dict[str, Any] = (
             read_json(path / "config.json") if (path / "config.json").is_file() else {}
         )
@@ -86,14 +85,12 @@ class Folder:
             self.rows, self.dim = int(self.config.get("vocab_size", 0)), int(self.config.get("dim", 0))
             self.dtype = str(self.config.get("dtype", ""))
         else:
-            module = hf.static_module_path(path) or path
+            module = static_module_path(path) or path
             self.dtype, (self.rows, self.dim) = _first_matrix(module / "model.safetensors")
 
     @property
     def token_level(self) -> bool:
         """Rows are the tokens of the folder's tokenizer (model2vec's way), not words."""
-        from staticsem.io.hf import TOKEN_LEVEL
-
         if self.format == "staticsem":
             return "token_encoding" in self.config
         return bool(self.config.get(TOKEN_LEVEL)) or "staticsem_metadata" not in self.config
@@ -173,8 +170,6 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 def teacher_hub_id(teacher: Any) -> str | None:
     """The teacher's hub id: the packaged all-MiniLM-L6-v2's, or a hub name that is no local path."""
-    from staticsem.io.hub import is_hub_name
-
     if not isinstance(teacher, str) or not teacher:
         return None
     if teacher in (PACKAGED_TEACHER[0], "all-MiniLM-L6-v2"):
@@ -257,8 +252,7 @@ def _usage(model: Folder, ref: str, pushed: bool) -> list[str]:
         out = f"{ref.rsplit('/', 1)[-1]}-model2vec"
         lines += [
             f"{' and '.join(others)} cannot read this folder as it is: convert it first. On in-vocabulary "
-            "text it then gives the same vectors (a staticsem model's unknown words are skipped, where "
-            "staticsem uses their longest known prefix).",
+            f"text it then gives the same vectors{_unknown_words(model)}.",
             "",
             f"```bash\nstaticsem convert {ref} {out} --to model2vec\n```",
             "",
@@ -266,6 +260,19 @@ def _usage(model: Folder, ref: str, pushed: bool) -> list[str]:
         for library in others:
             lines += _SNIPPETS[library].format(ref=out).splitlines() + [""]
     return lines
+
+
+def _unknown_words(model: Folder) -> str:
+    """What a converted folder does with a word outside the vocabulary, where staticsem does more."""
+    subwords = model.config.get("subwords")
+    kind = subwords.get("type") if isinstance(subwords, dict) else None
+    way = {
+        "pieces": "composes them from its learned subword pieces",
+        "fasttext": "builds them from their character n-grams",
+    }.get(str(kind))
+    if way is None and model.config.get("has_tokenizer") and not model.token_level:
+        way = "uses their longest known prefix"
+    return f" (unknown words are skipped, where staticsem {way})" if way else ""
 
 
 _SNIPPETS = {

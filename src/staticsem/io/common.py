@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 from staticsem.errors import ModelFormatError
 
 if TYPE_CHECKING:
-    from staticsem.model import StaticModel
+    from staticsem.io.native_write import SavedModel
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ def naming(path: Path) -> Iterator[None]:
         raise ModelFormatError(f"{path}: {exc}") from None
 
 
-def warn_dropped_ngrams(model: StaticModel, format_name: str) -> None:
+def warn_dropped_ngrams(model: SavedModel, format_name: str) -> None:
     """Warn (once per export) that ``format_name`` files lose n-gram vectors or the word splitter."""
     if model.ngrams is not None or model.pieces is not None:
         logger.warning(

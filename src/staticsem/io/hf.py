@@ -9,11 +9,12 @@ sentence-transformers: a ``Normalize`` module).
 Export of a word-level model builds a word-level HF tokenizer over our vocabulary (BERT pre-tokeniser, plus
 a lower-case normaliser when every word is lower-case) and appends a zero ``[UNK]`` row: model2vec drops
 unknown ids and sentence-transformers' mean over a zero row keeps the direction, so both give our vectors
-on in-vocabulary text. What they cannot reproduce: the lower-case retry for cased vocabularies and the
-subword-prefix fallback for unknown words (they skip such words). Such folders carry ``staticsem_metadata``
-in config.json and our subword tokenizer as ``staticsem_subword_tokenizer.json``, and are read back
-word-level, losslessly. A token-level model is exported with its own tokenizer and rows. A fastText
-model's n-gram table is not exported (a warning says so).
+on in-vocabulary text. What they cannot reproduce: the lower-case retry for cased vocabularies and
+staticsem's vectors for unknown words (learned pieces, fastText n-grams or the longest known prefix: they
+skip such words). Such folders carry ``staticsem_metadata`` in config.json and our subword tokenizer as
+``staticsem_subword_tokenizer.json``, and are read back word-level, losslessly but for a table of pieces or
+n-grams, which is not exported (a warning says so; the read-back model uses the prefix rule). A token-level
+model is exported with its own tokenizer and rows.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 from staticsem.errors import ModelFormatError
 from staticsem.io.atomic import atomic_folder, write_tensors
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer, warn_dropped_ngrams
+from staticsem.io.layout import TOKEN_LEVEL, modules, static_module_path
 from staticsem.model import StaticModel
 from staticsem.quantize import dequantize
 from staticsem.tokens import TokenRules
@@ -37,46 +39,11 @@ logger = logging.getLogger(__name__)
 
 UNK = "[UNK]"
 SUBWORD_FILE = "staticsem_subword_tokenizer.json"
-TOKEN_LEVEL = "staticsem_token_level"  # config.json flag of a token-level model's export
 _ST_STATIC = "sentence_transformers.sentence_transformer.modules.static_embedding.StaticEmbedding"
 _ST_NORMALIZE = "sentence_transformers.base.modules.normalize.Normalize"
 # modules.json entries as model2vec writes them: StaticEmbedding path and type, Normalize type
 _M2V_MODULES = (".", "sentence_transformers.models.StaticEmbedding", "sentence_transformers.models.Normalize")
 _M2V_MAX_LENGTH = 512  # model2vec's DEFAULT_MAX_LENGTH
-
-
-def is_model2vec(path: Path) -> bool:
-    """A model2vec folder: ``config.json`` + ``model.safetensors`` + ``tokenizer.json``."""
-    return all((path / name).is_file() for name in ("config.json", "model.safetensors", "tokenizer.json"))
-
-
-def _modules(path: Path) -> list[dict[str, Any]]:
-    return [m for m in read_json(path / "modules.json", expect=list) if isinstance(m, dict)]
-
-
-def module_folder(path: Path, kind: str) -> str | None:
-    """The folder, relative to ``path``, of a sentence-transformers folder's first module whose type ends
-    with ``kind`` (``""``: ``path`` itself); None without modules.json or such a module."""
-    if not (path / "modules.json").is_file():
-        return None
-    for module in _modules(path):
-        if str(module.get("type", "")).endswith(kind):
-            return str(module.get("path", "")).strip("./")
-    return None
-
-
-def static_module_path(path: Path) -> Path | None:
-    """The folder of the StaticEmbedding module of a sentence-transformers folder, if it has one."""
-    if not (path / "modules.json").is_file():
-        return None
-    folder = module_folder(path, "StaticEmbedding")
-    if folder is not None:
-        return path / folder
-    kinds = ", ".join(str(m.get("type", "?")).rsplit(".", 1)[-1] for m in _modules(path))
-    raise ModelFormatError(
-        f"{path}: a Sentence Transformer without a static embedding ({kinds}); "
-        "make a static model from it with `staticsem distill --teacher`"
-    )
 
 
 def _matrix(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
@@ -110,7 +77,7 @@ def _model2vec_rules(config: dict[str, Any], vocab: list[str]) -> tuple[TokenRul
 def _sentence_transformers_rules(folder: Path, tokenizer: Tokenizer) -> tuple[TokenRules, bool]:
     """StaticEmbedding's ``forward``: every token (the unknown one included) under the tokenizer's own
     truncation, normalised when a ``Normalize`` module follows."""
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in _modules(folder)]
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules(folder)]
     other = [kind for kind in kinds if kind not in ("StaticEmbedding", "Normalize")]
     if other:
         raise ModelFormatError(f"{folder}: modules {', '.join(other)} after StaticEmbedding are unsupported")

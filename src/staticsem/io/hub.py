@@ -3,42 +3,32 @@
 ``resolve`` turns what the user typed into a local path: a path that exists is used as it is; an
 ``org/name`` that is no path is downloaded by ``huggingface_hub.snapshot_download`` into its cache (the
 token comes from the environment, ``HF_TOKEN`` or ``hf auth login``; ``HF_HUB_OFFLINE=1`` reads the cache
-only), and the folder is then read like any other (``staticsem.io.detect``). ``push`` uploads a model folder
-with a generated model card (``staticsem.io.card``). ``huggingface_hub`` (the ``hub`` extra) is imported
-here only, and only when a hub name or a push needs it.
+only), and the folder is then read like any other (``staticsem.io.detect``). ``push_folder`` uploads a model
+folder with a generated model card (``staticsem.io.card``), ``push_model`` a model (what
+``StaticModel.push_to_hub`` hands over); ``staticsem.io.push`` takes any model path. Nothing here loads a
+model. ``huggingface_hub`` (the ``hub`` extra) is imported here only, and only when a hub name or a push
+needs it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from staticsem.errors import InputError, MissingExtra, ModelFormatError
+from staticsem.io.layout import FOLDER_FORMATS, folder_format, is_hub_name
 from staticsem.version import __version__
-
-if TYPE_CHECKING:
-    from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
 
 HUB_EXTRA = "pip install 'staticsem[hub]'"
 REVISION_HELP = "With a hub name: the branch, tag or commit to load [main]."  # the CLI's --revision
-# owner/name as the hub spells it: letters, digits, '-', '_', '.'; no '--' or '..'; at most 96 characters each
-_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9_])?"
-_REPO_ID = re.compile(rf"{_PART}/{_PART}")
 # weights of other frameworks a static model never needs (a transformer repo would be refused anyway)
 _SKIPPED = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "pytorch_model*.bin", "*.pt"]
-
-
-def is_hub_name(name: str | Path) -> bool:
-    """True when ``name`` has the form of a hub repository id (``org/name``)."""
-    text = str(name)
-    return bool(_REPO_ID.fullmatch(text)) and ".." not in text and "--" not in text
 
 
 def resolve(name: str | Path, revision: str | None = None) -> Path:
@@ -118,46 +108,53 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
-def push(
-    model: str | Path,
-    repo_id: str,
-    *,
-    private: bool = False,
-    token: str | None = None,
-    revision: str | None = None,
-    license: str | None = None,
-) -> str:
-    """Upload a model (a folder, any file staticsem reads, or a hub name) to ``repo_id`` with a model card.
+class Saving(Protocol):
+    """What ``push_model`` needs of a ``StaticModel`` (which it does not import)."""
 
-    A folder in staticsem's, model2vec's or sentence-transformers' layout is uploaded as it is (its own
-    README.md kept when staticsem did not write it); any other model is uploaded in staticsem's format.
-    The repository is created if needed (``private`` applies then). ``token`` defaults to the environment's.
+    @property
+    def dtype(self) -> str: ...
+
+    def save(self, path: str | Path, **options: Any) -> Path: ...
+
+
+def push_model(model: Saving, repo_id: str, **options: Any) -> str:
+    """Upload ``model`` in staticsem's format, stored as its own dtype (``options``: ``push_folder``'s)."""
+    check_repo_id(repo_id)
+    with tempfile.TemporaryDirectory(prefix="staticsem-push-") as scratch:
+        return push_folder(model.save(Path(scratch) / "model", dtype=model.dtype), repo_id, **options)
+
+
+def push_folder(
+    folder: Path, repo_id: str, *, private: bool = False, token: str | None = None, license: str | None = None
+) -> str:
+    """Upload a model folder in staticsem's, model2vec's or sentence-transformers' layout as it is (its own
+    README.md kept when staticsem did not write it) to ``repo_id`` with a model card. The repository is
+    created if needed (``private`` applies then). ``token`` defaults to the environment's.
 
     :returns: the repository's URL.
-    :raises InputError: for a bad ``repo_id`` or when the hub refuses (one line).
+    :raises InputError: for a bad ``repo_id``, a folder in no such layout, or when the hub refuses (one line).
     """
-    from staticsem.io import detect, load
-
-    if not is_hub_name(repo_id):
-        raise InputError(f"{repo_id!r} is not a hub repository id (owner/name)")
-    source = resolve(model, revision)
+    check_repo_id(repo_id)
+    if not is_model_folder(folder):
+        raise InputError(f"{folder}: push_folder takes a model folder ({', '.join(FOLDER_FORMATS)})")
     with tempfile.TemporaryDirectory(prefix="staticsem-push-") as scratch:
-        stage = Path(scratch) / source.resolve().name  # the name its eval reports know it by
-        if source.is_dir() and detect(source).value in _FOLDER_FORMATS:
-            _stage(source, stage)
-        else:
-            load(source).save(stage)
+        stage = Path(scratch) / folder.resolve().name  # the name its eval reports know it by
+        _stage(folder, stage)
         return _upload(stage, repo_id, private=private, token=token, license=license)
 
 
-def push_model(model: StaticModel, repo_id: str, **options: Any) -> str:
-    """Upload ``model`` in staticsem's format, stored as its own dtype (see ``push`` for ``options``)."""
-    with tempfile.TemporaryDirectory(prefix="staticsem-push-") as scratch:
-        folder = model.save(Path(scratch) / "model", dtype=model.dtype)
-        return push(folder, repo_id, **options)
+def check_repo_id(repo_id: str) -> None:
+    """Raise ``InputError`` unless ``repo_id`` is a hub repository id (``owner/name``)."""
+    if not is_hub_name(repo_id):
+        raise InputError(f"{repo_id!r} is not a hub repository id (owner/name)")
 
 
-_FOLDER_FORMATS = ("staticsem", "model2vec", "sentence-transformers")
+def is_model_folder(path: Path) -> bool:
+    """True for a folder in one of the layouts ``push_folder`` uploads as it is."""
+    try:
+        return path.is_dir() and bool(folder_format(path))
+    except ModelFormatError:
+        return False
 
 
 def _stage(source: Path, stage: Path) -> None:

@@ -11,30 +11,17 @@ savings, and unknown words are rare).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from staticsem.errors import ModelFormatError
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
-from staticsem.io.native_write import FORMAT
 from staticsem.model import StaticModel
 from staticsem.ngrams import NgramTable
 from staticsem.pieces import KIND as PIECES
 from staticsem.pieces import PieceTable
 from staticsem.tokens import TokenRules
-
-
-def is_native(path: Path) -> bool:
-    """True when ``path`` is a folder written by ``save`` (``native_write``)."""
-    config = path / "config.json"
-    if not (path.is_dir() and config.is_file()):
-        return False
-    try:
-        return json.loads(config.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (ValueError, UnicodeDecodeError, AttributeError):
-        return False
 
 
 def load(path: Path) -> StaticModel:

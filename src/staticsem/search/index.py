@@ -40,7 +40,7 @@ from staticsem.search.documents import Document
 from staticsem.search.fusion import FusionSettings, fuse
 from staticsem.search.lexical import LexicalIndex
 from staticsem.search.snapshot import Snapshot
-from staticsem.search.store import DocStore, Row, metadata_terms, where_terms
+from staticsem.search.store import DocStore, Row, where_terms
 from staticsem.search.vectors import DEFAULT_DTYPE, HnswSettings, Segment
 from staticsem.search.vectors import segment_file as _segment_file
 
@@ -257,49 +257,11 @@ class Index:
         with self._write(1 if small else 0) as write, progress(show_progress) as advance:
             added = 0
             for batch in batches(documents, batch_size):
-                added += self._add_batch(write, [Document.coerce(item) for item in batch], upsert)
+                added += write.add_documents([Document.coerce(item) for item in batch], upsert, self.snapshot)
                 advance(len(batch))
             write.finish_vectors()
         self._merge_after_write()
         return added
-
-    def _add_batch(self, write: writes.Write, docs: list[Document], upsert: bool) -> int:
-        given = [d.id for d in docs if d.id is not None]
-        existing, again = self.store.keys_of(given), 0
-        if not upsert:
-            seen: set[str] = set()
-            for doc_id, where in ((d.id, d.where) for d in docs if d.id is not None):
-                if doc_id in existing or doc_id in seen:
-                    raise InputError(
-                        f"{where + ': ' if where else ''}duplicate document id {doc_id!r}; "
-                        "pass upsert (--upsert) to replace it"
-                    )
-                seen.add(doc_id)
-        else:
-            replaced = [existing[i] for i in dict.fromkeys(given) if i in existing]
-            write.remove(replaced, self.snapshot)
-            again = sum(key >= write.first_key for key, _ in replaced)  # counted by an earlier batch
-            last = {d.id: n for n, d in enumerate(docs) if d.id is not None}
-            docs = [d for n, d in enumerate(docs) if d.id is None or last[d.id] == n]
-        vectors = self.model.encode([d.text for d in docs], normalize=True)
-        zero = ~np.any(vectors, axis=1)
-        first = self.store.next_key()
-        keys = np.arange(first, first + len(docs), dtype=np.int64)
-        rows = [
-            (int(k), d.id or str(k), d.text, d.metadata, bool(z))
-            for k, d, z in zip(keys, docs, zero, strict=True)
-        ]
-        try:
-            self.store.insert(rows)
-        except Exception as exc:  # an assigned id equal to a given one
-            if "UNIQUE" not in str(exc):
-                raise
-            raise InputError(f"duplicate document id ({exc}); give every document an id") from None
-        for key, _, text, metadata, _ in rows:
-            write.lexical.add(key, text, metadata_terms(metadata))
-        write.added += len(rows)
-        write.add_vectors(keys[~zero], vectors[~zero])
-        return len(docs) - again
 
     def delete(self, ids: Iterable[str]) -> int:
         """Delete documents by id.
@@ -326,20 +288,26 @@ class Index:
 
     def merge(self, *, optimize: bool = False) -> int:
         """Merge segments: by the size-tiered policy (after every write), or everything into one segment per
-        core without deleted vectors (``optimize``). :returns: how many segments were merged."""
+        core without deleted vectors (``optimize``). :returns: how many segments were merged.
+
+        :raises RuntimeError: when a merge leaves a segment it merged in place (no progress: no endless loop).
+        """
         if self.read_only:
             raise InputError(f"{self.path} is open read-only")
         merged = 0
-        while True:
-            names = writes.merge_plan(self._refresh(), self.hnsw, optimize)
-            if not names:
-                return merged
+        while names := writes.merge_plan(self._refresh(), self.hnsw, optimize):
             with self._write() as write:
                 threads = self.hnsw.builders if optimize else 1
                 writes.merge_segments(self, write, names, self.snapshot, threads)
+            # segment names are never reused: one still there was not merged, and planning again would
+            # plan it again, for ever
+            stuck = sorted(set(names) & {segment.name for segment in self.snapshot.segments})
+            if stuck:
+                raise RuntimeError(f"{self.path}: merging left {', '.join(stuck)} in place; merges stop here")
             merged += len(names)
             if optimize:
-                return merged
+                break
+        return merged
 
     # ------------------------------------------------------------------ searching
     def search(

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from staticsem.errors import InputError
+from staticsem.search.documents import Document
 from staticsem.search.lexical import LexicalWriter
 from staticsem.search.snapshot import Snapshot
 from staticsem.search.store import DocStore, metadata_terms
@@ -116,6 +118,48 @@ class Write:
         pending = vectors >= self.first_key  # added by this write: left out of its segments or buffer
         self.deleted.update(vectors[pending].tolist())
         store.bury(held_by(vectors[~pending], snapshot.segments))
+
+    def add_documents(self, docs: list[Document], upsert: bool, snapshot: Snapshot) -> int:
+        """New documents (``upsert``: in place of those with the same id): rows and filter terms, texts into
+        the lexical writer, vectors held for ``finish_vectors``. :returns: how many were added or replaced
+        (a document an earlier batch of this write added is not counted again)."""
+        store = self.index.store
+        given = [d.id for d in docs if d.id is not None]
+        existing, again = store.keys_of(given), 0
+        if not upsert:
+            seen: set[str] = set()
+            for doc_id, where in ((d.id, d.where) for d in docs if d.id is not None):
+                if doc_id in existing or doc_id in seen:
+                    raise InputError(
+                        f"{where + ': ' if where else ''}duplicate document id {doc_id!r}; "
+                        "pass upsert (--upsert) to replace it"
+                    )
+                seen.add(doc_id)
+        else:
+            replaced = [existing[i] for i in dict.fromkeys(given) if i in existing]
+            self.remove(replaced, snapshot)
+            again = sum(key >= self.first_key for key, _ in replaced)  # counted by an earlier batch
+            last = {d.id: n for n, d in enumerate(docs) if d.id is not None}
+            docs = [d for n, d in enumerate(docs) if d.id is None or last[d.id] == n]
+        vectors = self.index.model.encode([d.text for d in docs], normalize=True)
+        zero = ~np.any(vectors, axis=1)
+        first = store.next_key()
+        keys = np.arange(first, first + len(docs), dtype=np.int64)
+        rows = [
+            (int(k), d.id or str(k), d.text, d.metadata, bool(z))
+            for k, d, z in zip(keys, docs, zero, strict=True)
+        ]
+        try:
+            store.insert(rows)
+        except Exception as exc:  # an assigned id equal to a given one
+            if "UNIQUE" not in str(exc):
+                raise
+            raise InputError(f"duplicate document id ({exc}); give every document an id") from None
+        for key, _, text, metadata, _ in rows:
+            self.lexical.add(key, text, metadata_terms(metadata))
+        self.added += len(rows)
+        self.add_vectors(keys[~zero], vectors[~zero])
+        return len(docs) - again
 
     def finish_vectors(self) -> None:
         """Write the new vectors: to the buffer when small, else to new segments (buffer included)."""

@@ -51,7 +51,7 @@ def teacher_shape(name: str | None, trust_remote_code: bool = False) -> tuple[in
     """
     from transformers import AutoConfig
 
-    from staticsem.io.hf import module_folder
+    from staticsem.io.layout import module_folder
 
     path, local = resolve_teacher(name)
     # a Sentence Transformer folder: the transformer module's own subfolder
