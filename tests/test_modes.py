@@ -9,15 +9,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 import staticsem
 from conftest import MODE_TEXTS
 from staticsem import StaticModel
+from staticsem.cli import app
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.modes import ModeSettings
 from staticsem.pieces import PieceTable
 
 EXPORTS = ["word2vec", "word2vec-binary", "glove", "fasttext", "model2vec", "sentence-transformers"]
+
+
+def run(*args: object) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    return result.exit_code, result.stdout, result.stderr
 
 
 def at_weight(model: StaticModel, weight: float) -> StaticModel:
@@ -132,3 +139,72 @@ def test_an_export_says_in_one_line_that_it_drops_the_modes(
             )
         else:
             assert said == []
+
+
+# ---------------------------------------------------------------- the CLI
+def test_encode_as_query_or_document(modes_model: StaticModel, tmp_path: Path) -> None:
+    folder = modes_model.save(tmp_path / "m", dtype="float32")
+    (tmp_path / "texts.txt").write_text("\n".join(MODE_TEXTS) + "\n", encoding="utf-8")
+    for mode, method in (("query", modes_model.encode_query), ("document", modes_model.encode_document)):
+        code, _, err = run(
+            "encode", folder, "-i", tmp_path / "texts.txt", "-o", tmp_path / f"{mode}.npy", "--as", mode
+        )
+        assert code == 0, err
+        np.testing.assert_allclose(np.load(tmp_path / f"{mode}.npy"), method(MODE_TEXTS), atol=1e-6)
+    code, _, err = run(
+        "encode", folder, "-i", tmp_path / "texts.txt", "-o", tmp_path / "x.npy", "--as", "passage"
+    )
+    assert code == 2 and "unknown encoding mode 'passage'" in err
+
+
+def test_encode_as_writes_parquet_shards_in_that_mode(modes_model: StaticModel, tmp_path: Path) -> None:
+    pq = pytest.importorskip("pyarrow.parquet")
+    folder = modes_model.save(tmp_path / "m", dtype="float32")
+    (tmp_path / "texts.txt").write_text("\n".join(MODE_TEXTS) + "\n", encoding="utf-8")
+    code, _, err = run(
+        "encode", folder, "-i", tmp_path / "texts.txt", "-o", tmp_path / "out", "--as", "document"
+    )
+    assert code == 0, err
+    rows = np.array(pq.read_table(tmp_path / "out").column("vector").to_pylist(), np.float32)
+    np.testing.assert_allclose(rows, modes_model.encode_document(MODE_TEXTS), atol=1e-6)
+
+
+def test_the_modes_command_shows_sets_and_clears_modes_in_place(
+    modes_model: StaticModel, tmp_path: Path
+) -> None:
+    folder = modes_model.with_modes().save(tmp_path / "m")
+    weights = (folder / "model.safetensors").read_bytes()
+    code, out, _ = run("modes", folder)
+    assert code == 0 and "none (queries and documents encode as encode)" in out
+    code, _, err = run("modes", folder, "--query-piece-weight", "1", "--document-piece-weight", "0.25")
+    assert code == 0 and "query: piece_weight 1; document: piece_weight 0.25" in err
+    assert staticsem.load(folder).modes == {"query": ModeSettings(1.0), "document": ModeSettings(0.25)}
+    assert (folder / "model.safetensors").read_bytes() == weights  # only config.json is rewritten
+    code, _, _ = run("modes", folder, "--document-piece-weight", "0")  # the query mode stays
+    assert code == 0 and staticsem.load(folder).modes == {
+        "query": ModeSettings(1.0),
+        "document": ModeSettings(0.0),
+    }
+    code, out, _ = run("info", folder)
+    assert code == 0 and "query: piece_weight 1; document: piece_weight 0" in out
+    code, _, _ = run("modes", folder, "--clear")
+    assert code == 0 and staticsem.load(folder).modes == {}
+    assert not list(folder.glob(".*tmp"))
+
+
+def test_the_modes_command_refuses_what_it_cannot_do(
+    modes_model: StaticModel, tiny_model: StaticModel, tmp_path: Path
+) -> None:
+    code, _, err = run("modes", tiny_model.save(tmp_path / "tiny"), "--query-piece-weight", "1")
+    assert code == 2 and "has no subword pieces" in err
+    vec = staticsem.io.export(modes_model, tmp_path / "m.vec", "word2vec")
+    code, _, err = run("modes", vec, "--clear")
+    assert code == 2 and "write one with --out FOLDER" in err
+    code, _, err = run("modes", tmp_path / "tiny", "--query-piece-weight", "1.5")
+    assert code == 2 and "Invalid value for '--query-piece-weight'" in err
+    folder = modes_model.with_modes().save(tmp_path / "src", dtype="float32")
+    code, _, err = run("modes", folder, "--query-piece-weight", "1", "--out", tmp_path / "copy")
+    assert code == 0, err
+    assert staticsem.load(folder).modes == {}
+    copy = staticsem.load(tmp_path / "copy")
+    assert copy.modes == {"query": ModeSettings(1.0)} and copy.dtype == "float32"
