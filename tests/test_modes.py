@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 import staticsem
@@ -18,7 +19,9 @@ from staticsem.cli import app
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.modes import ModeSettings
 from staticsem.pieces import PieceTable
+from staticsem.serve import create_app
 
+QUERY = "unhappiness of houses"
 EXPORTS = ["word2vec", "word2vec-binary", "glove", "fasttext", "model2vec", "sentence-transformers"]
 
 
@@ -208,3 +211,45 @@ def test_the_modes_command_refuses_what_it_cannot_do(
     assert staticsem.load(folder).modes == {}
     copy = staticsem.load(tmp_path / "copy")
     assert copy.modes == {"query": ModeSettings(1.0)} and copy.dtype == "float32"
+
+
+# ---------------------------------------------------------------- the index
+def test_the_index_encodes_documents_as_documents_and_queries_as_queries(
+    modes_model: StaticModel, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from staticsem.search import Index
+
+    folder = modes_model.save(tmp_path / "m", dtype="float32")
+    model = staticsem.load(folder)
+    docs = [{"id": str(i), "text": t} for i, t in enumerate(MODE_TEXTS)]
+    with Index.build(folder, docs, tmp_path / "index", dtype="float32") as index:
+        hits = index.search(QUERY, len(docs), mode="dense", exact=True)
+        assert len(hits) == len(docs)
+        query = model.encode_query(QUERY)
+        for hit in hits:
+            assert hit.score == pytest.approx(float(query @ model.encode_document(hit.text)), abs=1e-5)
+        assert index.info()["model"]["document_mode"] == {"piece_weight": 0.0}
+    changed = model.with_modes(query={"piece_weight": 1.0}, document={"piece_weight": 1.0})
+    with caplog.at_level(logging.WARNING):
+        Index.open(tmp_path / "index", changed, read_only=True).close()
+    assert "its documents were encoded in document mode {'piece_weight': 0.0}" in caplog.text
+
+
+# ---------------------------------------------------------------- the server
+def test_embeddings_take_an_input_type(modes_model: StaticModel) -> None:
+    kinds = {
+        None: modes_model.encode,
+        "query": modes_model.encode_query,
+        "search_query": modes_model.encode_query,
+        "document": modes_model.encode_document,
+        "search_document": modes_model.encode_document,
+    }
+    with TestClient(create_app(modes_model)) as client:
+        for kind, method in kinds.items():
+            body = {"input": MODE_TEXTS, **({} if kind is None else {"input_type": kind})}
+            response = client.post("/v1/embeddings", json=body)
+            assert response.status_code == 200, response.text
+            got = np.array([row["embedding"] for row in response.json()["data"]], np.float32)
+            np.testing.assert_allclose(got, method(MODE_TEXTS), atol=1e-6, err_msg=str(kind))
+        response = client.post("/v1/embeddings", json={"input": "a cat", "input_type": "passage"})
+        assert response.status_code == 422 and "input_type" in response.text
