@@ -253,3 +253,62 @@ def test_embeddings_take_an_input_type(modes_model: StaticModel) -> None:
             np.testing.assert_allclose(got, method(MODE_TEXTS), atol=1e-6, err_msg=str(kind))
         response = client.post("/v1/embeddings", json={"input": "a cat", "input_type": "passage"})
         assert response.status_code == 422 and "input_type" in response.text
+
+
+# ---------------------------------------------------------------- evaluation
+class ModeSpy:
+    """``model``'s encoding, recording the texts each of its methods was given."""
+
+    def __init__(self, model: StaticModel) -> None:
+        self.model = model
+        self.seen: dict[str, set[str]] = {}
+
+    def _call(self, method: str, texts: list[str]) -> np.ndarray:
+        self.seen.setdefault(method, set()).update(texts)
+        return getattr(self.model, method)(texts)  # type: ignore[no-any-return]
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        return self._call("encode", texts)
+
+    def encode_query(self, texts: list[str]) -> np.ndarray:
+        return self._call("encode_query", texts)
+
+    def encode_document(self, texts: list[str]) -> np.ndarray:
+        return self._call("encode_document", texts)
+
+
+def test_retrieval_evaluation_encodes_queries_and_documents_in_their_modes(
+    modes_model: StaticModel, tmp_path: Path
+) -> None:
+    from staticsem.eval.retrieval import Retrieval
+
+    folder = tmp_path / "retrieval" / "toy"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [json.dumps({"_id": f"d{i}", "title": "", "text": t}) for i, t in enumerate(MODE_TEXTS)]
+    (folder / "corpus.jsonl").write_text("\n".join(corpus) + "\n", encoding="utf-8")
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": QUERY}) + "\n", encoding="utf-8")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq\td1\t1\n", encoding="utf-8")
+    spy = ModeSpy(modes_model)
+    Retrieval(tmp_path)(spy)
+    assert spy.seen == {"encode_query": {QUERY}, "encode_document": set(MODE_TEXTS)}
+
+
+def test_mteb_asks_for_queries_and_documents_in_their_modes(modes_model: StaticModel) -> None:
+    from mteb.types import PromptType
+
+    from staticsem.eval.mteb_adapter import MTEBEncoder
+
+    encoder = MTEBEncoder(modes_model)
+    for prompt, method in (
+        (PromptType.query, modes_model.encode_query),
+        (PromptType.document, modes_model.encode_document),
+        (None, modes_model.encode),
+    ):
+        got = encoder.encode(
+            [{"text": MODE_TEXTS}],  # type: ignore[arg-type]  # MTEB's batches
+            task_metadata=None,  # type: ignore[arg-type]
+            hf_split="test",
+            hf_subset="default",
+            prompt_type=prompt,
+        )
+        np.testing.assert_array_equal(got, method(MODE_TEXTS), err_msg=str(prompt))
