@@ -16,6 +16,7 @@ import pytest
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from staticsem import StaticModel
+from staticsem.pieces import PieceTable
 
 WORDS = [
     "the",
@@ -99,6 +100,21 @@ def tiny_model(subword_tokenizer: Tokenizer) -> StaticModel:
     rng = np.random.default_rng(7)
     matrix = rng.normal(size=(len(WORDS), 16)).astype(np.float32)
     return StaticModel(WORDS, matrix, tokenizer=subword_tokenizer, metadata={"method": "test"})
+
+
+# texts whose unknown words have several pieces (un ##happi ##ness, house ##s, dog ##gy): the modes of
+# ``modes_model`` encode them differently; texts of known words only encode alike in every mode
+MODE_TEXTS = ["the cat unhappiness", "houses of the king", "a doggy ran on the mat", "the queen and houses"]
+
+
+@pytest.fixture()
+def modes_model(tiny_model: StaticModel) -> StaticModel:
+    """``tiny_model`` with learned pieces at weight 0.5, encoding queries at weight 1 and documents at 0."""
+    rng = np.random.default_rng(5)
+    rows = rng.normal(size=(len(PIECES), tiny_model.dim)).astype(np.float32)
+    pieces = PieceTable(rows, tiny_model.tokenizer, 0.5)  # type: ignore[arg-type]
+    model = tiny_model.with_pieces(pieces)
+    return model.with_modes(query={"piece_weight": 1.0}, document={"piece_weight": 0.0})
 
 
 @pytest.fixture()

@@ -133,7 +133,7 @@ def test_convert_round_trip_and_dim(saved_model: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "command", ["encode", "similarity", "neighbors", "analogy", "convert", "info", "distill", "push"]
+    "command", ["encode", "similarity", "neighbors", "analogy", "convert", "info", "modes", "distill", "push"]
 )
 def test_every_command_has_help_with_example(command: str) -> None:
     code, stdout, _ = run(command, "--help")

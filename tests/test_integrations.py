@@ -1,4 +1,5 @@
-"""Framework integrations against the real packages: each framework's vectors are ``model.encode``'s, and
+"""Framework integrations against the real packages: each framework's vectors are the model's (queries by
+``encode_query``, documents by ``encode_document``), and
 each round trip (a vector store, an index, a pipeline, a collection) finds the right document."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import pytest
 
 import staticsem
+from conftest import MODE_TEXTS
 from servers import running
 from staticsem import StaticModel
 
@@ -76,7 +78,8 @@ def _haystack(model: StaticModel) -> dict[str, Callable[[list[str]], Any]]:
 def _chroma(model: StaticModel) -> dict[str, Callable[[list[str]], Any]]:
     from staticsem.integrations.chroma import StaticsemEmbeddingFunction
 
-    return {"documents and queries": StaticsemEmbeddingFunction(model)}
+    embed = StaticsemEmbeddingFunction(model)
+    return {"documents": embed, "query": embed.embed_query}
 
 
 @pytest.mark.parametrize("framework", [_langchain, _llamaindex, _haystack, _chroma], ids=lambda f: f.__name__)
@@ -87,6 +90,17 @@ def test_every_framework_embeds_mixed_case_texts_as_encode_does(
     want = tiny_model.encode(MIXED)
     for name, embed in framework(tiny_model).items():
         np.testing.assert_array_equal(np.array(embed(MIXED), np.float32), want, err_msg=name)
+
+
+@pytest.mark.parametrize("framework", [_langchain, _llamaindex, _haystack, _chroma], ids=lambda f: f.__name__)
+def test_every_framework_encodes_queries_and_documents_in_their_modes(
+    framework: Callable[[StaticModel], dict[str, Callable[[list[str]], Any]]], modes_model: StaticModel
+) -> None:
+    queries, documents = modes_model.encode_query(MODE_TEXTS), modes_model.encode_document(MODE_TEXTS)
+    assert np.abs(queries - documents).max() > 0.05  # the two modes differ on these texts
+    for name, embed in framework(modes_model).items():
+        want = queries if "query" in name else documents
+        np.testing.assert_array_equal(np.array(embed(MODE_TEXTS), np.float32), want, err_msg=name)
 
 
 # ---------------------------------------------------------------- LangChain

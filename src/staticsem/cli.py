@@ -86,6 +86,7 @@ def _neighbours_table(title: str, rows: list[tuple[str, float]]) -> Table:
 
 @_command(
     epilog="Examples: `staticsem encode models/demo --input texts.txt --output vectors.npy`;  "
+    "`staticsem encode models/demo -i queries.txt -o queries.npy --as query`;  "
     "`staticsem encode models/demo --input 'corpus/*.jsonl' --output vectors/ --ray auto` "
     "(Parquet shards of id, vector rows, encoded on a Ray cluster)"
 )
@@ -127,10 +128,20 @@ def encode(
         str | None, typer.Option(help="Folder output: the id field of .jsonl/.parquet [FILE:ROW].")
     ] = None,
     revision: RevisionOpt = None,
+    as_: Annotated[
+        str | None,
+        typer.Option(
+            "--as",
+            help="Encode for retrieval as query or document (the model's modes; `staticsem modes`) "
+            "[symmetric, for similarity].",
+        ),
+    ] = None,
 ) -> None:
     """Encode each line of a file to an L2-normalised vector (empty lines give zero rows)."""
     from staticsem.lines import Errors, read_lines, write_embeddings
+    from staticsem.modes import parse_mode
 
+    mode = parse_mode(as_)
     model = _folder(model, revision)
     if ray is not None or not output.suffix:
         if errors != "strict" or workers != 1:
@@ -146,15 +157,16 @@ def encode(
             text_field=text_field,
             id_field=id_field,
             dim=dim,
+            mode=mode,
         )
         err.print(f"wrote {rows} embeddings to {output}/ (Parquet: id, vector)")
         return
     try:
-        mode = Errors(errors)
+        handling = Errors(errors)
     except ValueError:
         raise StaticsemError(f"--errors must be strict or replace, got {errors!r}") from None
-    texts = read_lines(input, mode)
-    static = _load(model, dim)
+    texts = read_lines(input, handling)
+    static = _load(model, dim).for_mode(mode)
     vectors = static.encode(texts, workers=workers, show_progress=len(texts) > 50_000)
     write_embeddings(vectors, output)
     err.print(f"wrote {len(texts)} × {static.dim} embeddings to {output}")
@@ -226,6 +238,7 @@ def info(model: ModelArg, revision: RevisionOpt = None) -> None:
     """Vocabulary size, dimensions, storage, format, languages and how the model was made."""
     from staticsem.io import detect
     from staticsem.io.card import languages_text, recorded_languages
+    from staticsem.modes import describe_modes
 
     model = _folder(model, revision)
     static = _load(model)
@@ -238,6 +251,7 @@ def info(model: ModelArg, revision: RevisionOpt = None) -> None:
         ("dtype", static.dtype),
         ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
         ("subword fallback", _fallback(static)),
+        ("modes", describe_modes(static.modes)),
         ("languages", languages_text(recorded_languages(static.metadata)) or "not recorded"),
         *_metadata_rows({k: v for k, v in static.metadata.items() if k != "languages"}),
     ]:
@@ -285,6 +299,13 @@ def _metadata_rows(metadata: dict[str, Any]) -> list[tuple[str, str]]:
         text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
         rows.append((key, text if len(text) <= 120 else text[:117] + "…"))
     return rows
+
+
+# Encoding modes (staticsem.cli_modes).
+from staticsem.cli_modes import EPILOG as MODES_EPILOG  # noqa: E402
+from staticsem.cli_modes import modes as _modes  # noqa: E402
+
+_command(name="modes", epilog=MODES_EPILOG)(_modes)
 
 
 # Distillation (staticsem.cli_distill; torch and the teacher load only when a method runs): one

@@ -10,8 +10,9 @@ of their own tokenizer, a text is the mean of all its token rows, a word the mea
 
 from __future__ import annotations
 
+import copy
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -22,6 +23,7 @@ from tokenizers import Tokenizer
 
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.model_checks import check_parts
+from staticsem.modes import ModeSettings, check_modes, mode_variant, parse_mode, read_modes
 from staticsem.ngrams import ComposedRows, NgramTable
 from staticsem.pieces import PieceTable
 from staticsem.quantize import dequantize
@@ -59,6 +61,7 @@ class StaticModel:
     :param tokens: token-level encoding rules: rows are ``tokenizer``'s tokens in id order and texts are
         tokenised by it (imported model2vec / sentence-transformers models); ``None`` for word-level models.
     :param normalize: whether ``encode`` L2-normalises by default.
+    :param modes: how ``encode_query`` and ``encode_document`` differ from ``encode`` (``staticsem.modes``).
     :raises ModelFormatError: when the pieces do not fit together (the message carries the numbers).
     """
 
@@ -75,6 +78,7 @@ class StaticModel:
         splitter: str = "words",
         tokens: TokenRules | None = None,
         normalize: bool = True,
+        modes: Mapping[str, ModeSettings] | None = None,
     ) -> None:
         self.vocab = list(vocab)
         self.vectors = vectors
@@ -86,6 +90,9 @@ class StaticModel:
         self.tokens = tokens
         self.normalize = normalize
         check_parts(self.vocab, vectors, self.scales, tokenizer, ngrams, pieces, tokens)
+        self.modes = read_modes(modes)
+        check_modes(self.modes, pieces)
+        self._variants: dict[str, StaticModel | None] = {}  # per mode; None: encodes as this model
         try:
             self.splitter = make_splitter(splitter, tokenizer)
         except ValueError as exc:
@@ -157,6 +164,27 @@ class StaticModel:
         batches = [(texts[i : i + batch_size], normalize) for i in range(0, len(texts), batch_size)]
         parts = list(self._map_batches(batches, workers, show_progress))
         return np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+
+    def encode_query(self, texts: str | Sequence[str], **options: Any) -> np.ndarray:
+        """``encode`` (same options) for search queries: as the model's ``query`` mode says."""
+        return self.for_mode("query").encode(texts, **options)
+
+    def encode_document(self, texts: str | Sequence[str], **options: Any) -> np.ndarray:
+        """``encode`` (same options) for the documents searched: as the model's ``document`` mode says."""
+        return self.for_mode("document").encode(texts, **options)
+
+    def for_mode(self, mode: str | None) -> StaticModel:
+        """The model encoding as ``mode`` (``query``, ``document``; ``None``: ``encode``), itself when the
+        mode changes nothing; a variant shares this model's rows.
+
+        :raises InputError: for an unknown mode.
+        """
+        name = parse_mode(mode)
+        if name is None:
+            return self
+        if name not in self._variants:
+            self._variants[name] = mode_variant(self, name)
+        return self._variants[name] or self
 
     def _map_batches(
         self, batches: list[tuple[list[str], bool]], workers: int, show_progress: bool
@@ -326,6 +354,7 @@ class StaticModel:
             splitter=self.splitter.name,
             tokens=self.tokens,
             normalize=self.normalize,
+            modes=self.modes,
         )
 
     def with_pieces(self, pieces: PieceTable) -> StaticModel:
@@ -339,7 +368,21 @@ class StaticModel:
             metadata=self.metadata,
             splitter=self.splitter.name,
             normalize=self.normalize,
+            modes=self.modes,
         )
+
+    def with_modes(
+        self,
+        query: ModeSettings | Mapping[str, Any] | None = None,
+        document: ModeSettings | Mapping[str, Any] | None = None,
+    ) -> StaticModel:
+        """This model with these modes' settings in place of any, e.g. ``with_modes(query={"piece_weight":
+        1.0})`` (no retraining; see ``staticsem.modes``); a mode left ``None`` encodes as ``encode``."""
+        model = copy.copy(self)
+        model.modes = read_modes({"query": query, "document": document})
+        check_modes(model.modes, self.pieces)
+        model.metadata, model._variants = dict(self.metadata), {}
+        return model
 
     def save(self, path: str | Path, **options: Any) -> Path:
         """Save in staticsem's folder format (see ``staticsem.io.native_write.save`` for options)."""

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from staticsem.errors import InputError, MissingExtra, StaticsemError
+from staticsem.modes import encoder_for
 
 logger = logging.getLogger(__name__)
 MEAN = "mean"
@@ -167,15 +168,16 @@ def parse_float(value: str, path: Path, row: int) -> float:
         raise InputError(f"{path}: row {row}: {value!r} is not a number") from None
 
 
-def embed(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+def embed(encoder: Encoder, texts: Sequence[str], mode: str | None = None) -> np.ndarray:
     """Encode ``texts`` once each (duplicates share a row), as float32 L2-normalised rows.
 
-    Zero rows (texts with no known word) stay zero, so their cosine with anything is 0.
+    Zero rows (texts with no known word) stay zero, so their cosine with anything is 0. ``mode``: encode as
+    ``query`` or ``document`` (``encode_query`` / ``encode_document`` where the encoder has them).
 
     :raises InputError: when the encoder returns the wrong number of rows.
     """
     unique = list(dict.fromkeys(texts))
-    vectors = np.asarray(encoder.encode(unique), dtype=np.float32)
+    vectors = np.asarray(encoder_for(encoder, mode)(unique), dtype=np.float32)
     if vectors.ndim != 2 or len(vectors) != len(unique):
         raise InputError(f"encoder returned shape {vectors.shape} for {len(unique)} texts")
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)

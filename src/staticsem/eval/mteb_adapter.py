@@ -20,6 +20,7 @@ from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from staticsem.eval.base import Encoder
 from staticsem.eval.encoders import display_name, encoder_info, load_encoder
+from staticsem.modes import encoder_for
 from staticsem.version import __version__
 
 if TYPE_CHECKING:
@@ -66,6 +67,9 @@ class MTEBEncoder(AbsEncoder):
         prompt_type: PromptType | None = None,
         **kwargs: Any,
     ) -> np.ndarray:
-        """Encode every text of ``inputs`` (MTEB's batches of ``{"text": [...]}``) in one call."""
+        """Encode every text of ``inputs`` (MTEB's batches of ``{"text": [...]}``) in one call; retrieval's
+        queries and documents in their modes (``encode_query`` / ``encode_document``) where the model has
+        them."""
         texts = [text for batch in inputs for text in batch["text"]]
-        return np.asarray(self.model.encode(texts), dtype=np.float32)
+        encode = encoder_for(self.model, getattr(prompt_type, "value", None))
+        return np.asarray(encode(texts), dtype=np.float32)

@@ -2,7 +2,8 @@
 
 A dataset folder holds ``corpus.jsonl`` (``{_id, title, text}``), ``queries.jsonl`` (``{_id, text}``) and
 ``qrels/SPLIT.tsv`` (header row, then query-id, corpus-id, score). Documents are encoded as
-``title + " " + text`` (as BEIR and MTEB do); only queries with a judgement are scored. nDCG uses the
+``title + " " + text`` (as BEIR and MTEB do), queries and documents in their modes (``encode_query`` and
+``encode_document`` where the encoder has them); only queries with a judgement are scored. nDCG uses the
 linear gain of ``trec_eval`` (the relevance score itself), so binary judgements give the usual numbers.
 """
 
@@ -93,7 +94,7 @@ class Retrieval(Evaluator):
     def __call__(self, encoder: Encoder) -> dict[str, float]:
         metrics: dict[str, float] = {}
         for name, (doc_ids, docs, queries, judged) in self.data.items():
-            ranked = _rank(embed(encoder, queries), embed(encoder, docs), self.depth)
+            ranked = _rank(embed(encoder, queries, "query"), embed(encoder, docs, "document"), self.depth)
             ndcg, recall = [], []
             for row, relevant in zip(ranked, judged, strict=True):
                 ids = [doc_ids[i] for i in row]

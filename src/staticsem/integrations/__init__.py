@@ -7,7 +7,9 @@
 * ``staticsem.integrations.chroma.StaticsemEmbeddingFunction`` — a Chroma ``EmbeddingFunction`` (``[chroma]``)
 
 Each takes a model path (any format ``staticsem.load`` reads) or a loaded ``StaticModel`` and returns
-exactly ``model.encode``'s rows. This package imports no framework; each module imports only its own.
+exactly the model's rows: ``encode_query``'s for the framework's queries, ``encode_document``'s for what it
+stores (both ``encode``'s for a model without modes, ``staticsem.modes``). This package imports no
+framework; each module imports only its own.
 """
 
 from __future__ import annotations

@@ -25,7 +25,8 @@ _registry = require("chromadb.utils.embedding_functions", "chroma")
 
 @_registry.register_embedding_function
 class StaticsemEmbeddingFunction(_types.EmbeddingFunction):  # type: ignore[misc, name-defined]
-    """Chroma embeddings from a staticsem model: one float32 row per document, L2-normalised.
+    """Chroma embeddings from a staticsem model: one float32 row per text, L2-normalised; documents by
+    ``encode_document``, query texts (``embed_query``) by ``encode_query``.
 
     :param model: a model path or a loaded ``StaticModel``.
     """
@@ -35,7 +36,10 @@ class StaticsemEmbeddingFunction(_types.EmbeddingFunction):  # type: ignore[misc
         self.model = resolve_model(model)
 
     def __call__(self, input: list[str]) -> list[np.ndarray]:
-        return list(self.model.encode(list(input)))
+        return list(self.model.encode_document(list(input)))
+
+    def embed_query(self, input: list[str]) -> list[np.ndarray]:
+        return list(self.model.encode_query(list(input)))
 
     @staticmethod
     def name() -> str:

@@ -50,7 +50,7 @@ class _Encoder:
 
 @component
 class StaticsemTextEmbedder(_Encoder):
-    """Embeds one text (a query) as ``embedding``: a list of floats."""
+    """Embeds one text (a query, by ``encode_query``) as ``embedding``: a list of floats."""
 
     @component.output_types(embedding=list[float])  # type: ignore[misc]
     def run(self, text: str) -> dict[str, Any]:
@@ -58,16 +58,17 @@ class StaticsemTextEmbedder(_Encoder):
             raise TypeError(
                 "StaticsemTextEmbedder expects a string; use StaticsemDocumentEmbedder for documents"
             )
-        return {"embedding": self.model.encode([text])[0].tolist()}
+        return {"embedding": self.model.encode_query([text])[0].tolist()}
 
 
 @component
 class StaticsemDocumentEmbedder(_Encoder):
-    """Embeds documents' ``content`` and returns copies with ``embedding`` set (empty content: a zero row)."""
+    """Embeds documents' ``content`` (by ``encode_document``) and returns copies with ``embedding`` set
+    (empty content: a zero row)."""
 
     @component.output_types(documents=list[Document])  # type: ignore[misc, valid-type]
     def run(self, documents: list[Any]) -> dict[str, Any]:
-        vectors = self.model.encode([doc.content or "" for doc in documents])
+        vectors = self.model.encode_document([doc.content or "" for doc in documents])
         return {
             "documents": [
                 replace(doc, embedding=row.tolist()) for doc, row in zip(documents, vectors, strict=True)

@@ -18,7 +18,8 @@ _embeddings = require("langchain_core.embeddings", "langchain")
 
 
 class StaticsemEmbeddings(_embeddings.Embeddings):  # type: ignore[misc, name-defined]
-    """LangChain embeddings from a staticsem model (documents and queries are encoded alike).
+    """LangChain embeddings from a staticsem model: documents by ``encode_document``, queries by
+    ``encode_query``.
 
     :param model: a model path or a loaded ``StaticModel``.
     :param batch_size: texts per vectorised encoding step.
@@ -29,10 +30,11 @@ class StaticsemEmbeddings(_embeddings.Embeddings):  # type: ignore[misc, name-de
         self.batch_size = batch_size
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        return self.model.encode(list(texts), batch_size=self.batch_size).tolist()  # type: ignore[no-any-return]
+        vectors = self.model.encode_document(list(texts), batch_size=self.batch_size)
+        return vectors.tolist()  # type: ignore[no-any-return]
 
     def embed_query(self, text: str) -> list[float]:
-        return self.model.encode([text])[0].tolist()  # type: ignore[no-any-return]
+        return self.model.encode_query([text])[0].tolist()  # type: ignore[no-any-return]
 
     # Encoding takes microseconds per text: running it inline is cheaper than a trip to a thread pool.
     async def aembed_documents(self, texts: list[str]) -> list[list[float]]:

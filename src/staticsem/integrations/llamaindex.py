@@ -20,7 +20,8 @@ _pydantic = require("llama_index.core.bridge.pydantic", "llamaindex")
 
 
 class StaticsemEmbedding(_base.BaseEmbedding):  # type: ignore[misc, name-defined]
-    """LlamaIndex embeddings from a staticsem model (queries and texts are encoded alike).
+    """LlamaIndex embeddings from a staticsem model: queries by ``encode_query``, the texts it indexes by
+    ``encode_document``.
 
     :param model: a model path or a loaded ``StaticModel``.
     :param kwargs: ``BaseEmbedding`` fields (``embed_batch_size``, ``callback_manager``, ...).
@@ -43,13 +44,13 @@ class StaticsemEmbedding(_base.BaseEmbedding):  # type: ignore[misc, name-define
         return self._model
 
     def _get_query_embedding(self, query: str) -> list[float]:
-        return self._model.encode([query])[0].tolist()  # type: ignore[no-any-return]
+        return self._model.encode_query([query])[0].tolist()  # type: ignore[no-any-return]
 
     def _get_text_embedding(self, text: str) -> list[float]:
-        return self._model.encode([text])[0].tolist()  # type: ignore[no-any-return]
+        return self._model.encode_document([text])[0].tolist()  # type: ignore[no-any-return]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return self._model.encode(list(texts)).tolist()  # type: ignore[no-any-return]
+        return self._model.encode_document(list(texts)).tolist()  # type: ignore[no-any-return]
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
         return self._get_query_embedding(query)

@@ -14,6 +14,7 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 
 from staticsem.errors import ModelFormatError
+from staticsem.modes import describe_modes
 
 if TYPE_CHECKING:
     from staticsem.io.native_write import SavedModel
@@ -33,7 +34,8 @@ def naming(path: Path) -> Iterator[None]:
 
 
 def warn_dropped_ngrams(model: SavedModel, format_name: str) -> None:
-    """Warn (once per export) that ``format_name`` files lose n-gram vectors or the word splitter."""
+    """Warn (once per export) that ``format_name`` files lose n-gram vectors, the word splitter or the
+    encoding modes."""
     if model.ngrams is not None or model.pieces is not None:
         logger.warning(
             "%s files cannot hold %s: exporting without them "
@@ -47,6 +49,13 @@ def warn_dropped_ngrams(model: SavedModel, format_name: str) -> None:
             "punctuation only (the staticsem format keeps it)",
             format_name,
             model.splitter.name,
+        )
+    if model.modes:
+        logger.warning(
+            "%s files cannot hold encoding modes (%s): exporting encode's vectors only, so queries and "
+            "documents encode alike (the staticsem format keeps them)",
+            format_name,
+            describe_modes(model.modes),
         )
 
 

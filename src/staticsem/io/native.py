@@ -6,7 +6,8 @@ fastText models add an ``ngrams`` tensor (buckets × D) and a ``subwords`` confi
 buckets, lowercase). SWE models with learned subword pieces add a ``pieces`` tensor (one row per token of
 ``tokenizer.json``) and a ``subwords`` entry of type ``pieces`` (count, weight). Either table is stored as
 the matrix's dtype, except for int8 models: float16 (one scale per row would cost as much as the int8
-savings, and unknown words are rare).
+savings, and unknown words are rare). A ``modes`` entry holds the settings of ``encode_query`` and
+``encode_document`` where they differ from ``encode`` (``staticsem.modes``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from staticsem.errors import ModelFormatError
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
 from staticsem.model import StaticModel
+from staticsem.modes import read_modes
 from staticsem.ngrams import NgramTable
 from staticsem.pieces import KIND as PIECES
 from staticsem.pieces import PieceTable
@@ -56,4 +58,5 @@ def load(path: Path) -> StaticModel:
             splitter=str(config.get("word_splitter", "words")),
             tokens=TokenRules.from_config(config["token_encoding"]) if "token_encoding" in config else None,
             normalize=bool(config.get("normalize", True)),
+            modes=read_modes(config.get("modes")),
         )

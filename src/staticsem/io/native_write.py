@@ -7,18 +7,21 @@ an import circle between ``model`` and ``io``.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from staticsem.io.atomic import atomic_folder, write_tensors
+from staticsem.io.atomic import atomic_file, atomic_folder, write_tensors
+from staticsem.modes import modes_config
 from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
 from staticsem.version import __version__
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
+    from staticsem.modes import ModeSettings
     from staticsem.ngrams import NgramTable
     from staticsem.pieces import PieceTable
     from staticsem.text import WordSplitter
@@ -41,6 +44,7 @@ class SavedModel(Protocol):
     splitter: WordSplitter
     tokens: TokenRules | None
     normalize: bool
+    modes: dict[str, ModeSettings]
 
     @property
     def dim(self) -> int: ...
@@ -90,10 +94,26 @@ def save(
         config["word_splitter"] = model.splitter.name
     if model.tokens is not None:
         config["token_encoding"] = model.tokens.config()
+    if model.modes:
+        config["modes"] = modes_config(model.modes)
     with atomic_folder(path) as tmp:
         write_tensors(tmp / "model.safetensors", tensors)
         (tmp / "vocab.json").write_text(json.dumps(model.vocab, ensure_ascii=False), encoding="utf-8")
         if model.tokenizer is not None:
             model.tokenizer.save(str(tmp / "tokenizer.json"))
         (tmp / "config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def write_modes(path: Path, modes: Mapping[str, ModeSettings]) -> Path:
+    """Replace the encoding modes in the staticsem folder ``path`` (its ``config.json``, atomically; the
+    weights are not rewritten)."""
+    from staticsem.io.common import read_json
+
+    config = read_json(path / "config.json")
+    config.pop("modes", None)
+    if modes:
+        config["modes"] = modes_config(modes)
+    with atomic_file(path / "config.json") as tmp:
+        tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     return path

@@ -103,10 +103,10 @@ def to_table(ids: list[str], vectors: np.ndarray) -> Any:
 class Encoder:
     """Loads the model once (per Ray worker) and encodes blocks of ``id``/``text`` rows."""
 
-    def __init__(self, model: str, dim: int | None = None) -> None:
+    def __init__(self, model: str, dim: int | None = None, mode: str | None = None) -> None:
         from staticsem.io import load
 
-        self.model = load(model, dim=dim)
+        self.model = load(model, dim=dim).for_mode(mode)
 
     def __call__(self, batch: Any) -> Any:
         texts = batch.column("text").to_pylist()
@@ -139,9 +139,11 @@ def encode_files(
     dim: int | None = None,
     batch_size: int = 4096,
     show_progress: bool = True,
+    mode: str | None = None,
 ) -> int:
     """Encode every text of the files matching ``pattern`` into Parquet shards in the folder ``output``.
 
+    :param mode: encode as ``query`` or ``document`` (``StaticModel.for_mode``) [as ``encode``].
     :param ray: run on this Ray cluster (``auto``, ``local``, ``HOST:PORT``...) with ``workers`` encoders
         [one per CPU]; every node must see the input files, the model and the output folder.
     :returns: the number of rows written.
@@ -152,17 +154,18 @@ def encode_files(
     with atomic_folder(output, markers=(MARKER,), what="staticsem encode output") as tmp:
         if ray is None:
             rows = _encode_here(
-                str(model), files, root, tmp, text_field, id_field, dim, batch_size, show_progress
+                str(model), files, root, tmp, text_field, id_field, dim, mode, batch_size, show_progress
             )
         else:
             rows = _encode_on_ray(
-                str(model), files, root, tmp, ray, workers, text_field, id_field, dim, batch_size
+                str(model), files, root, tmp, ray, workers, text_field, id_field, dim, mode, batch_size
             )
         record = {
             "model": str(model),
             "files": len(files),
             "rows": rows,
             "ray": ray,
+            "mode": mode,
             "columns": ["id", "vector"],
         }
         (tmp / MARKER).write_text(json.dumps(record) + "\n", encoding="utf-8")
@@ -177,6 +180,7 @@ def _encode_here(
     text_field: str,
     id_field: str | None,
     dim: int | None,
+    mode: str | None,
     batch_size: int,
     show_progress: bool,
 ) -> int:
@@ -184,7 +188,7 @@ def _encode_here(
     from tqdm.auto import tqdm
 
     pa = _arrow()
-    encoder, rows = Encoder(model, dim), 0
+    encoder, rows = Encoder(model, dim, mode), 0
     schema = to_table([], np.zeros((0, encoder.model.dim), np.float32)).schema
     progress = tqdm(desc="encoding", unit=" text", disable=not show_progress, mininterval=2)
     for number, path in enumerate(files):
@@ -214,6 +218,7 @@ def _encode_on_ray(
     text_field: str,
     id_field: str | None,
     dim: int | None,
+    mode: str | None,
     batch_size: int,
 ) -> int:
     """Ray Data: read tasks per file, ``map_batches`` with an ``Encoder`` per worker, Parquet shards."""
@@ -227,7 +232,7 @@ def _encode_on_ray(
     encoders = workers or max(int(ray.cluster_resources().get("CPU", 1)), 1)
     dataset = ray.data.read_datasource(_datasource(files, root, text_field, id_field)).map_batches(
         Encoder,
-        fn_constructor_args=(model, dim),
+        fn_constructor_args=(model, dim, mode),
         batch_format="pyarrow",
         batch_size=batch_size,
         concurrency=(1, encoders),  # a fixed pool would hold every CPU and starve the read tasks

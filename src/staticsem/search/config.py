@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +18,13 @@ from staticsem.search.vectors import DTYPES, HnswSettings
 CONFIG, DATABASE, LEXICAL = "config.json", "docs.sqlite", "lexical"
 BM25_COMMON_DF = 1.0  # BM25 leaves out words in more than this share of documents (1.0: exact BM25)
 FORMAT, VERSION = "staticsem-index", 2
+logger = logging.getLogger(__name__)
+
+
+def document_mode(static: StaticModel) -> dict[str, Any]:
+    """The settings of the model's document mode, with which the index encodes its documents."""
+    settings = static.modes.get("document")
+    return {} if settings is None else settings.config()
 
 
 def new_config(
@@ -41,6 +49,7 @@ def new_config(
             "sha256": model_sha256(static),
             "dim": static.dim,
             "words": len(static),
+            "document_mode": document_mode(static),
         },
         "vectors": {"dtype": dtype, **asdict(hnsw)},
         "fusion": fusion.to_dict(),
@@ -85,6 +94,14 @@ def recorded_model(path: Path, config: dict[str, Any], model: StaticModel | str 
             f"{path} was built with another model ({recorded.get('path')}, sha256 "
             f"{recorded['sha256'][:12]}…); this one has sha256 {sha256[:12]}… — "
             "query with the same model or rebuild the index"
+        )
+    if document_mode(static) != recorded.get("document_mode", {}):
+        logger.warning(
+            "%s: its documents were encoded in document mode %s, the model's document mode is now %s: "
+            "queries still work, but rebuild the index to encode its documents as the model now would",
+            path,
+            recorded.get("document_mode", {}),
+            document_mode(static),
         )
     return static
 

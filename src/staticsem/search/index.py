@@ -332,7 +332,7 @@ class Index:
         snapshot = self._refresh()
         if mode is SearchMode.BM25:
             return self._hits(self._bm25(query, k, terms), k)
-        vector = self.model.encode(query, normalize=True)
+        vector = self.model.encode_query(query, normalize=True)
         if mode is SearchMode.DENSE:
             return self._hits(self.dense(snapshot, vector, k, where, exact), k)
         # hybrid: the dense side (at the graphs' hybrid breadth: its list is a quarter of the fused score)

@@ -141,7 +141,7 @@ class Write:
             again = sum(key >= self.first_key for key, _ in replaced)  # counted by an earlier batch
             last = {d.id: n for n, d in enumerate(docs) if d.id is not None}
             docs = [d for n, d in enumerate(docs) if d.id is None or last[d.id] == n]
-        vectors = self.index.model.encode([d.text for d in docs], normalize=True)
+        vectors = self.index.model.encode_document([d.text for d in docs], normalize=True)
         zero = ~np.any(vectors, axis=1)
         first = store.next_key()
         keys = np.arange(first, first + len(docs), dtype=np.int64)

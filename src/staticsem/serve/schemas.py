@@ -66,6 +66,11 @@ class EmbeddingRequest(BaseModel):
     dimensions: Annotated[Count, limited("dim")] | None = Field(
         None, description="Keep the first N dimensions (re-normalised); at most the model's."
     )
+    input_type: Literal["query", "document", "search_query", "search_document"] | None = Field(
+        None,
+        description="Encode for retrieval: search queries as query, the texts searched as document (the "
+        "model's modes; search_query and search_document are the same); none: symmetric, for similarity.",
+    )
     user: str | None = None
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from staticsem.errors import InputError
 from staticsem.model import StaticModel
+from staticsem.modes import encoder_for
 from staticsem.serve import schemas
 from staticsem.serve.guard import ApiError, LimitError
 from staticsem.serve.settings import Limits
@@ -82,7 +83,7 @@ class Service:
         if not texts:
             raise ApiError(422, "body.input: the list of inputs is empty")
         self.check_texts(texts)
-        vectors = self.model.encode(texts)
+        vectors = encoder_for(self.model, request.input_type)(texts)
         if request.dimensions is not None:
             vectors = self._truncate(vectors, request.dimensions)
         if request.encoding_format == "base64":
