@@ -41,8 +41,8 @@ def modes(
 ) -> None:
     """Show or set the query and document modes (in place: only config.json is rewritten, atomically)."""
     from staticsem.io import Format, detect, load
+    from staticsem.io.common import write_modes
     from staticsem.io.hub import resolve
-    from staticsem.io.native_write import write_modes
     from staticsem.modes import describe_modes, modes_config
 
     path = resolve(model, revision)

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from staticsem.errors import InputError, ModelFormatError
 
 if TYPE_CHECKING:
-    from staticsem.model import StaticModel
     from staticsem.pieces import PieceTable
 
 MODES = ("query", "document")
@@ -137,7 +136,22 @@ def encoder_for(encoder: Any, mode: str | None) -> Callable[[list[str]], Any]:
     return method or encoder.encode
 
 
-def mode_variant(model: StaticModel, mode: str) -> StaticModel | None:
+class _Moded(Protocol):
+    """What a mode variant needs of a model (``StaticModel``; named so to keep modes.py below it)."""
+
+    @property
+    def modes(self) -> Mapping[str, ModeSettings]: ...
+
+    @property
+    def pieces(self) -> PieceTable | None: ...
+
+    def with_pieces(self: Model, pieces: PieceTable) -> Model: ...
+
+
+Model = TypeVar("Model", bound=_Moded)
+
+
+def mode_variant(model: Model, mode: str) -> Model | None:
     """A model sharing ``model``'s rows that encodes as ``mode``; ``None`` when ``mode`` changes nothing."""
     from staticsem.pieces import PieceTable
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,10 +14,12 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 
 from staticsem.errors import ModelFormatError
-from staticsem.modes import describe_modes
+from staticsem.io.atomic import atomic_file
+from staticsem.modes import describe_modes, modes_config
 
 if TYPE_CHECKING:
     from staticsem.io.native_write import SavedModel
+    from staticsem.modes import ModeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -100,3 +102,15 @@ def read_tokenizer(path: Path) -> Tokenizer:
         raise
     except Exception as exc:  # tokenizers raises plain Exception
         raise ModelFormatError(f"{path}: not a valid tokenizer.json ({exc})") from None
+
+
+def write_modes(path: Path, modes: Mapping[str, ModeSettings]) -> Path:
+    """Replace the encoding modes in the staticsem folder ``path`` (its ``config.json``, atomically; the
+    weights are not rewritten)."""
+    config = read_json(path / "config.json")
+    config.pop("modes", None)
+    if modes:
+        config["modes"] = modes_config(modes)
+    with atomic_file(path / "config.json") as tmp:
+        tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
+    return path

@@ -7,13 +7,12 @@ an import circle between ``model`` and ``io``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from staticsem.io.atomic import atomic_file, atomic_folder, write_tensors
+from staticsem.io.atomic import atomic_folder, write_tensors
 from staticsem.modes import modes_config
 from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
 from staticsem.version import __version__
@@ -102,18 +101,4 @@ def save(
         if model.tokenizer is not None:
             model.tokenizer.save(str(tmp / "tokenizer.json"))
         (tmp / "config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
-    return path
-
-
-def write_modes(path: Path, modes: Mapping[str, ModeSettings]) -> Path:
-    """Replace the encoding modes in the staticsem folder ``path`` (its ``config.json``, atomically; the
-    weights are not rewritten)."""
-    from staticsem.io.common import read_json
-
-    config = read_json(path / "config.json")
-    config.pop("modes", None)
-    if modes:
-        config["modes"] = modes_config(modes)
-    with atomic_file(path / "config.json") as tmp:
-        tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     return path
