@@ -80,7 +80,8 @@ def _identifier(language: str, languages: Sequence[str]) -> Callable[[str], bool
     return lambda sentence: bool(identifier.classify(sentence)[0] == language)
 
 
-def _open(path: Path) -> IO[bytes]:
+def open_corpus(path: Path) -> IO[bytes]:
+    """A corpus file opened for bytes (``.gz`` read through); missing, unreadable or binary: InputError."""
     if not path.is_file():
         raise InputError(f"{path}: corpus file is missing")
     handle = cast(IO[bytes], gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb"))  # noqa: SIM115
@@ -110,7 +111,7 @@ def _raw_lines(source: str) -> Iterator[tuple[str, int, bytes]]:
         handle: IO[bytes] = sys.stdin.buffer
         name = "<stdin>"
     else:
-        handle, name = _open(Path(source)), source
+        handle, name = open_corpus(Path(source)), source
     number, carry, warned = 1, b"", False
     try:
         while True:
@@ -244,4 +245,4 @@ def check_sources(sources: Sequence[str]) -> None:
         raise InputError("stdin ('-') can be given only once")
     for source in paths:
         if source not in (EMBEDDED, "-"):
-            _open(Path(source)).close()
+            open_corpus(Path(source)).close()

@@ -4,7 +4,6 @@ work folder belongs to these languages, every language has sentences), and short
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 from collections.abc import Mapping, Sequence
@@ -14,9 +13,9 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from staticsem.distillation.corpus.languages import apportion, base_language, share_vocabulary
+from staticsem.distillation.corpus.languages import SPACELESS, apportion, base_language, share_vocabulary
 from staticsem.distillation.corpus.prefetch import background_sentences
-from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
+from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences, open_corpus
 from staticsem.distillation.corpus.sampling import sample_sentences
 from staticsem.distillation.methods.swe.settings import SHORT_WORDS
 from staticsem.errors import InputError
@@ -27,7 +26,7 @@ LANGUAGES_FILE = "languages.json"  # the languages a work folder's build is for
 # many tokens a character: multilingual-e5-small 0.23-0.29 on Latin, Arabic, Vietnamese text and 0.55-0.67
 # on Chinese, Japanese, Korean; all-MiniLM-L6-v2 (English WordPiece) 0.67-1.30 and 1.9-2.9 there
 TOKENS_PER_CHAR = {"dense": 1.0, "spaced": 0.5}
-DENSE = frozenset({"zh", "ja", "ko", "th", "lo", "km", "my", "bo", "dz"})
+DENSE = SPACELESS | {"ko"}  # scripts of many characters a word: unspaced ones and Hangul
 SAMPLE = 200  # sentences per language for the tokenizer check
 
 
@@ -67,11 +66,7 @@ def vocabulary_shares(settings: Any, sources: Mapping[str, Sequence[str]]) -> di
 
 def _lines(source: str) -> int:
     """Lines of a corpus file (``.gz`` read through)."""
-    path = Path(source)
-    if not path.is_file():
-        raise InputError(f"{source}: corpus file is missing")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as handle:
+    with open_corpus(Path(source)) as handle:
         return sum(1 for _ in handle)
 
 
