@@ -357,6 +357,11 @@ from staticsem import cli_train as _train  # noqa: E402
 _command(name="train-classifier", epilog=_train.TRAIN_EPILOG)(_train.train_classifier)
 _command(name="classify", epilog=_train.CLASSIFY_EPILOG)(_train.classify)
 
+# Retrieval training on pairs (staticsem.cli_pairs; torch and tantivy load only when it runs).
+from staticsem import cli_pairs as _pairs  # noqa: E402
+
+_command(name="train-pairs", epilog=_pairs.EPILOG)(_pairs.train_pairs)
+
 
 # The server (staticsem.cli_serve; FastAPI and uvicorn load only when it runs).
 from staticsem.cli_serve import EPILOG as SERVE_EPILOG  # noqa: E402

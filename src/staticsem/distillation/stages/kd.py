@@ -12,24 +12,40 @@ embedding), so the loss also ranks near paraphrases against each other, which ra
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Sequence
-from dataclasses import asdict
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from staticsem.distillation.stages.kd_settings import KDSettings
+from staticsem.distillation.stages.training import (
+    Objective,
+    _Split,
+    clip_gradient,
+    train_table,
+    trainable_table,
+    with_table,
+)
 from staticsem.errors import InputError
 from staticsem.model import StaticModel
-from staticsem.pieces import PieceTable
 from staticsem.text import UNKNOWN
 
-logger = logging.getLogger(__name__)
-POOL_STEPS = 20  # steps that draw neighbour groups from one pool
+__all__ = [
+    "Bags",
+    "Contrastive",
+    "Distillation",
+    "KDSettings",
+    "Objective",
+    "_Split",
+    "clip_gradient",
+    "info_nce",
+    "similarity_loss",
+    "train_kd",
+    "train_table",
+    "trainable_table",
+    "with_table",
+]
 
 
 class Bags:
@@ -63,8 +79,10 @@ class Bags:
         """Mean word vector of each sentence ``rows`` under ``table`` (with pieces: the weighted sum, the
         same direction as ``encode``'s mean)."""
         ids, offsets, weights = self.batch(rows)
+        ids, offsets = ids.to(table.device), offsets.to(table.device)
         if weights is None:
             return F.embedding_bag(ids, table, offsets, mode="mean", sparse=sparse)
+        weights = weights.to(table.device)
         return F.embedding_bag(ids, table, offsets, mode="sum", per_sample_weights=weights, sparse=sparse)
 
 
@@ -94,74 +112,13 @@ def _expand_pieces(
     return expanded, np.bincount(owner, weights=sizes, minlength=len(lengths)).astype(np.int64), weights
 
 
-def trainable_table(model: StaticModel) -> np.ndarray:
-    """The rows distillation trains: the word rows, then (with subword pieces) the piece rows."""
-    words = np.asarray(model.vectors, dtype=np.float32)
-    if model.pieces is None:
-        return np.array(words)
-    return np.vstack([words, model.pieces.vectors.astype(np.float32)])
-
-
-def with_table(model: StaticModel, table: np.ndarray, metadata: dict) -> StaticModel:
-    """``model`` with its word (and piece) rows replaced by ``table``'s."""
-    words = len(model)
-    pieces = None if model.pieces is None else PieceTable(table[words:], model.tokenizer, model.pieces.weight)
-    return StaticModel(
-        model.vocab,
-        np.ascontiguousarray(table[:words]),
-        tokenizer=model.tokenizer,
-        pieces=pieces,
-        metadata=metadata,
-        splitter=model.splitter.name,
-    )
-
-
 def similarity_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
     """Cross-entropy between the teacher's and the student's in-batch similarity distributions."""
     student, teacher = F.normalize(student, dim=1), F.normalize(teacher, dim=1)
-    eye = torch.eye(len(student), dtype=torch.bool)
+    eye = torch.eye(len(student), dtype=torch.bool, device=student.device)
     target = torch.softmax((teacher @ teacher.T / tau).masked_fill(eye, float("-inf")), dim=1)
     log_probs = torch.log_softmax((student @ student.T / tau).masked_fill(eye, float("-inf")), dim=1)
     return -(target * log_probs.masked_fill(eye, 0.0)).sum(dim=1).mean()
-
-
-def clip_gradient(table: torch.nn.Parameter, limit: float) -> None:
-    """Scale the (dense or sparse) gradient of ``table`` to a norm of at most ``limit``."""
-    grad = table.grad
-    if grad is None:
-        return
-    if grad.is_sparse:
-        grad = grad.coalesce()
-        norm = grad.values().norm()
-        if norm > limit:
-            table.grad = torch.sparse_coo_tensor(grad.indices(), grad.values() * (limit / norm), grad.shape)
-        else:
-            table.grad = grad
-    else:
-        torch.nn.utils.clip_grad_norm_([table], limit)
-
-
-class Objective:
-    """One training signal: ``size`` examples, a loss over a batch of them, and which are usable."""
-
-    name = ""
-    size = 0
-
-    def usable(self) -> np.ndarray:
-        """Indices of the examples that have known words."""
-        raise NotImplementedError
-
-    def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
-        """The loss of the examples ``rows`` under the word table ``table``."""
-        raise NotImplementedError
-
-    def batch_losses(self, table: torch.Tensor, batches: Sequence[np.ndarray]) -> list[float]:
-        """The loss of each batch of examples (no gradient; the dev loss)."""
-        return [self.loss(table, rows, False).item() for rows in batches]
-
-    def directions(self) -> np.ndarray | None:
-        """Unit vectors whose cosines say which examples are neighbours (None: no neighbour groups)."""
-        return None
 
 
 class Distillation(Objective):
@@ -190,15 +147,17 @@ class Distillation(Objective):
         return F.normalize(self.targets, dim=1).numpy()
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
-        return similarity_loss(self.bags.pool(table, rows, sparse), self.targets[rows], self.tau)
+        targets = self.targets[rows].to(table.device)
+        return similarity_loss(self.bags.pool(table, rows, sparse), targets, self.tau)
 
     def batch_losses(self, table: torch.Tensor, batches: Sequence[np.ndarray]) -> list[float]:
         # the sentences of every batch pooled in one call; the in-batch losses on slices of the result
         pooled = self.bags.pool(table, np.concatenate(batches), False)
         ends = np.cumsum([len(rows) for rows in batches])
+        targets = [self.targets[rows].to(pooled.device) for rows in batches]
         return [
-            similarity_loss(pooled[end - len(rows) : end], self.targets[rows], self.tau).item()
-            for rows, end in zip(batches, ends, strict=True)
+            similarity_loss(pooled[end - len(rows) : end], target, self.tau).item()
+            for rows, end, target in zip(batches, ends, targets, strict=True)
         ]
 
 
@@ -223,7 +182,7 @@ class Contrastive(Objective):
 def info_nce(left: torch.Tensor, right: torch.Tensor, tau: float) -> torch.Tensor:
     """Cross-entropy against the diagonal of ``norm(left) · norm(right)ᵀ / τ``, in both directions."""
     scores = F.normalize(left, dim=1) @ F.normalize(right, dim=1).T / tau
-    labels = torch.arange(len(scores))
+    labels = torch.arange(len(scores), device=scores.device)
     return (F.cross_entropy(scores, labels) + F.cross_entropy(scores.T, labels)) / 2
 
 
@@ -241,119 +200,3 @@ def train_kd(
         settings,
         show_progress,
     )
-
-
-class _Split:
-    """An objective's train/dev split and its endless stream of shuffled train batches."""
-
-    def __init__(self, objective: Objective, settings: KDSettings, rng: np.random.Generator) -> None:
-        usable = objective.usable()
-        if len(usable) < 4 * settings.batch_size:
-            raise InputError(
-                f"{objective.name} training needs at least {4 * settings.batch_size} examples with "
-                f"known words, got {len(usable)}"
-            )
-        usable = rng.permutation(usable)
-        dev_size = min(settings.dev_size, len(usable) // 10)
-        self.objective, self.dev, self.train = objective, usable[:dev_size], usable[dev_size:]
-        self.rng, self.size, self.order, self.at = rng, settings.batch_size, np.empty(0, np.int64), 0
-        self.group_size, self.pool = settings.group_size, min(settings.group_pool, len(self.train))
-        self.groups = int(settings.group_share * settings.batch_size) // max(1, settings.group_size)
-        self.unit = objective.directions() if self.groups and settings.group_size > 1 else None
-        self.pool_age, self.pool_rows, self.pool_unit = 0, np.empty(0, np.int64), np.empty((0, 0), np.float32)
-
-    def next_batch(self) -> np.ndarray:
-        if self.unit is not None:
-            return self.grouped_batch()
-        return self.random_rows(self.size)
-
-    def random_rows(self, count: int) -> np.ndarray:
-        if self.at + count > len(self.order):
-            self.order, self.at = self.rng.permutation(self.train), 0
-        self.at += count
-        return self.order[self.at - count : self.at]
-
-    def grouped_batch(self) -> np.ndarray:
-        """``groups`` seeds with their nearest neighbours in the current pool, the rest random."""
-        assert self.unit is not None
-        if self.pool_age % POOL_STEPS == 0:  # a fresh random pool (gathering it costs more than a step)
-            self.pool_rows = self.train[self.rng.choice(len(self.train), self.pool, replace=False)]
-            self.pool_unit = self.unit[self.pool_rows]
-        self.pool_age += 1
-        seeds = self.random_rows(self.groups)
-        cosines = self.unit[seeds] @ self.pool_unit.T
-        cosines[self.pool_rows[None, :] == seeds[:, None]] = -2.0  # a seed is not its own neighbour
-        nearest = np.argpartition(-cosines, self.group_size - 2, axis=1)[:, : self.group_size - 1]
-        rows = np.unique(np.concatenate([seeds, self.pool_rows[nearest].ravel()]))
-        return np.unique(np.concatenate([rows, self.random_rows(self.size - len(rows))]))
-
-    def dev_loss(self, table: torch.Tensor) -> float:
-        parts = [self.dev[i : i + self.size] for i in range(0, len(self.dev), self.size)]
-        return float(np.mean(self.objective.batch_losses(table, [p for p in parts if len(p) > 1])))
-
-
-def train_table(
-    model: StaticModel,
-    objectives: Sequence[Objective],
-    settings: KDSettings = KDSettings(),
-    show_progress: bool = True,
-) -> tuple[StaticModel, dict[str, float]]:
-    """Fine-tune ``model``'s table on the sum of ``objectives`` (one batch of each per step).
-
-    The summed dev loss every ``eval_every`` steps keeps the best table; training stops after
-    ``patience`` evaluations without improvement or at ``max_steps``.
-
-    :raises InputError: when an objective has too few usable examples for a train and a dev split.
-    """
-    if not objectives:
-        raise InputError("no training objective given")
-    rng = np.random.default_rng(settings.seed)
-    splits = [_Split(objective, settings, rng) for objective in objectives]
-    torch.manual_seed(settings.seed)
-    table = torch.nn.Parameter(torch.from_numpy(trainable_table(model)))
-    optimiser: torch.optim.Optimizer = (
-        torch.optim.SparseAdam([table], lr=settings.lr)
-        if settings.lazy
-        else torch.optim.Adam([table], lr=settings.lr)
-    )
-
-    def dev_loss(scored: torch.Tensor) -> float:
-        with torch.no_grad():
-            return sum(split.dev_loss(scored) for split in splits)
-
-    scored = table.detach().clone() if settings.average else table
-    best, best_table, stale, step = dev_loss(scored), table.detach().clone(), 0, 0
-    initial, started = best, time.perf_counter()
-    progress = tqdm(
-        total=settings.max_steps, desc="training", unit=" step", disable=not show_progress, mininterval=2
-    )
-    while step < settings.max_steps and stale < settings.patience:
-        optimiser.zero_grad()
-        loss = sum(split.objective.loss(table, split.next_batch(), settings.lazy) for split in splits)
-        assert isinstance(loss, torch.Tensor)
-        loss.backward()
-        clip_gradient(table, settings.clip)
-        optimiser.step()
-        step += 1
-        progress.update(1)
-        if step % settings.eval_every == 0:
-            if settings.average:
-                scored.mul_(settings.average).add_(table.detach(), alpha=1.0 - settings.average)
-            current = dev_loss(scored)
-            if current < best:
-                best, best_table, stale = current, scored.detach().clone(), 0
-            else:
-                stale += 1
-            progress.set_postfix(dev=f"{current:.4f}", best=f"{best:.4f}")
-    progress.close()
-    stats: dict[str, float] = {
-        "steps": step,
-        "dev_loss_start": initial,
-        "dev_loss_best": best,
-        **{f"{s.objective.name}_train": len(s.train) for s in splits},
-        **{f"{s.objective.name}_dev": len(s.dev) for s in splits},
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    logger.info("training (%s): %s", "+".join(s.objective.name for s in splits), stats)
-    metadata = {**model.metadata, "kd": {**asdict(settings), **stats}}
-    return with_table(model, best_table.numpy(), metadata), stats

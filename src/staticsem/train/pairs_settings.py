@@ -1,0 +1,59 @@
+"""The settings of pairs training (``staticsem train-pairs``, ``distill --pairs``); light, no torch."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from staticsem.distillation.method import setting
+from staticsem.errors import InputError
+
+
+@dataclass(frozen=True)
+class PairsSettings:
+    """Retrieval training on ``query<TAB>positive[<TAB>negative]`` pairs, anchored by teacher targets."""
+
+    batch_size: int = setting(256, "Pairs per batch (in-batch negatives); the anchor's batch is as large.")
+    lr: float = setting(2e-3, "Adam learning rate.")
+    tau: float = setting(0.05, "Temperature of the ranking loss.")
+    max_steps: int = setting(2_000, "Cap on training steps.")
+    eval_every: int = setting(100, "Steps between dev-loss evaluations.")
+    patience: int = setting(5, "Stop after this many evaluations without improvement.")
+    dev_size: int = setting(
+        2_000, "Held-out pairs (and anchor sentences) for the dev loss (at most a tenth)."
+    )
+    hard_negatives: bool = setting(
+        True, "Mine one hard negative per query with BM25 where the file gives none.", option="mine"
+    )
+    mine_depth: int = setting(10, "A mined negative is drawn from the query's top hits, this many deep.")
+    anchor_weight: float = setting(
+        1.0, "Weight of the distillation anchor (the teacher's in-batch similarities) beside the pairs' loss."
+    )
+    anchor_sentences: int = setting(100_000, "Anchor sentences drawn from --kd-corpus (train-pairs).")
+    train_pieces: bool = setting(True, "Train the subword pieces' rows too (off: they stay as built).")
+    matryoshka: tuple[int, ...] = setting(
+        (),
+        "Also rank at these leading dimensions (e.g. 64,128), so --dims truncation keeps quality.",
+        comma=True,
+    )
+    per_file: int = setting(0, "At most this many pairs from each file (0: all).")
+    seed: int = setting(0, "Seed of the split, the batches and the mining.")
+
+    def validate(self, dim: int | None = None) -> None:
+        """Raise InputError for a setting out of range (``dim``: the model's width, for --matryoshka)."""
+        positive = {"batch-size": self.batch_size, "eval-every": self.eval_every, "patience": self.patience}
+        for name, value in positive.items():
+            if value < 1:
+                raise InputError(f"--pairs-{name} must be at least 1, got {value}")
+        if self.batch_size < 2:
+            raise InputError(
+                f"--pairs-batch-size must be at least 2 (in-batch negatives), got {self.batch_size}"
+            )
+        if not self.lr > 0 or not self.tau > 0:
+            raise InputError(f"--pairs-lr and --pairs-tau must be positive, got {self.lr} and {self.tau}")
+        if self.anchor_weight < 0 or self.max_steps < 0 or self.per_file < 0 or self.mine_depth < 1:
+            raise InputError(
+                "--pairs-anchor-weight, --pairs-max-steps and --pairs-per-file take values >= 0, "
+                "--pairs-mine-depth >= 1"
+            )
+        if dim is not None and any(not 1 <= d <= dim for d in self.matryoshka):
+            raise InputError(f"--pairs-matryoshka dimensions must be within 1..{dim}, got {self.matryoshka}")
