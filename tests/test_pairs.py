@@ -319,3 +319,60 @@ def test_train_pairs_writes_a_model_and_bad_input_writes_nothing(
     }
     assert not np.allclose(trained.vectors, topic_model.vectors, atol=1e-3)
     assert not (tmp_path / ".search.work").exists()
+
+
+# ------------------------------------------------------------------------------------------- distill --pairs
+def test_distill_with_pairs_trains_the_distilled_model_last_anchored_by_its_own_targets(
+    tmp_path: Path, subword_tokenizer: object
+) -> None:
+    from fakes import TOPICS, FakeTeacher, write_corpus
+    from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
+
+    corpus = write_corpus(tmp_path / "corpus.txt", count=1500)
+    rng = np.random.default_rng(10)
+    sentences = corpus.read_text(encoding="utf-8").splitlines()
+    lines = []
+    for sentence in sentences[:600]:
+        topic = next(t for t in TOPICS if any(w in sentence.lower().split() for w in t))
+        lines.append(f"{' '.join(rng.choice(topic, 2))}\t{sentence}")
+    pairs = write(tmp_path / "pairs.tsv", lines)
+    teacher = FakeTeacher(subword_tokenizer)  # type: ignore[arg-type]
+    training = KDSettings(lr=1e-2, batch_size=32, eval_every=10, patience=5, max_steps=100, dev_size=100)
+    quick = PairsSettings(batch_size=32, max_steps=30, eval_every=10, dev_size=40, hard_negatives=True)
+
+    def build(out: str, **changes: object) -> StaticModel:
+        base: dict[str, object] = {
+            "corpus": (str(corpus),),
+            "vocab_size": 40,
+            "min_count": 2,
+            "sentences_per_word": 30,
+            "batch_size": 16,
+            "pca_sentences": 1000,
+            "remove_top": 1,
+            "dim": 12,
+            "kd": training,
+            "fallback": "prefix",
+        }
+        settings = SWESettings(**{**base, **changes})  # type: ignore[arg-type]
+        run = Pipeline(
+            settings,
+            tmp_path / out,
+            teacher=teacher,
+            show_progress=False,
+            save_every=0.0,  # type: ignore[arg-type]
+            work_dir=tmp_path / ".shared.work",
+        )
+        run.run(dtype="float32")
+        return load(tmp_path / out)
+
+    plain = build("plain")
+    passes = teacher.sentences
+    searched = build("search", pairs=(str(pairs),), pairs_training=quick)
+    assert teacher.sentences == passes  # the distillation's steps are reused, the anchor needs no pass
+    record = searched.metadata["steps"]["pairs"]
+    assert record["pairs"] == {"pairs.tsv": 600} and record["steps"] == 30
+    assert record["anchor_sentences"] == plain.metadata["teacher_passes"]  # the chosen and short sentences
+    assert not np.allclose(searched.vectors, plain.vectors, atol=1e-4)
+    assert (tmp_path / ".shared.work" / "stage4").is_dir()
+    with pytest.raises(InputError, match="--pairs trains the distilled model"):
+        SWESettings(corpus=(str(corpus),), pairs=(str(pairs),), stages=("extract", "pca")).validate()

@@ -36,7 +36,13 @@ class PairsSettings:
         comma=True,
     )
     per_file: int = setting(0, "At most this many pairs from each file (0: all).")
-    seed: int = setting(0, "Seed of the split, the batches and the mining.")
+    seed: int = setting(0, "Set from the run's seed.", hidden=True)
+
+    def __post_init__(self) -> None:  # the CLI gives comma-separated dimensions as strings
+        try:
+            object.__setattr__(self, "matryoshka", tuple(int(d) for d in self.matryoshka))
+        except ValueError:
+            raise InputError(f"--pairs-matryoshka takes dimensions, got {self.matryoshka}") from None
 
     def validate(self, dim: int | None = None) -> None:
         """Raise InputError for a setting out of range (``dim``: the model's width, for --matryoshka)."""

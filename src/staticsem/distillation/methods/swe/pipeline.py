@@ -35,6 +35,7 @@ from staticsem.distillation.methods.swe.languages import (
     short_sentences,
     vocabulary_shares,
 )
+from staticsem.distillation.methods.swe.pairs_step import pairs_key, pairs_step
 from staticsem.distillation.methods.swe.rows import piece_states, with_pieces, with_words, write_analysis
 from staticsem.distillation.methods.swe.settings import (
     SHORT_DEFAULT_MAX,
@@ -57,6 +58,7 @@ from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
+STAGE_FOLDERS = {"extract": "stage1", "pca": "stage2", "kd": "stage3", "pairs": "stage4"}
 EXTRA_PASSES = (("targets", "teacher_passes"), ("pieces", "pieces"))  # teacher passes beside stage 1's
 
 
@@ -169,7 +171,8 @@ class Pipeline(StepRun):
         # a setting added later counts only when used, so keys of runs made without it stay as they were
         settings = {k: v for k, v in asdict(s.kd).items() if k != "average" or v}
         kd = fingerprint({"pca": pca, "kd": settings, **objective})
-        return {**keys, "pca": pca, "kd": kd}
+        trained = {"pairs": pairs_key(s, kd)} if s.pairs else {}
+        return {**keys, "pca": pca, "kd": kd, **trained}
 
     def _pair_prints(self) -> list[Any]:
         return [p["sha256"] for p in fingerprint_sources(self.settings.parallel)]
@@ -183,9 +186,13 @@ class Pipeline(StepRun):
         for step in ("pieces", "targets"):  # what the training step uses, just before it
             if step in self.keys:
                 later = (*later[:-1], step, later[-1])
-        self.run_steps((*first, *later), self.keys)
-        final = self.settings.stages[-1]
-        model = load(self.work.folder / {"extract": "stage1", "pca": "stage2", "kd": "stage3"}[final])
+        last = ("pairs",) if "pairs" in self.keys else ()
+        self.run_steps((*first, *later, *last), self.keys)
+        final = last[0] if last else self.settings.stages[-1]
+        model = load(
+            self.work.folder
+            / {"extract": "stage1", "pca": "stage2", "kd": "stage3", "pairs": "stage4"}[final]
+        )
         if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
             model = model.with_pieces(replace(model.pieces, weight=self.settings.piece_weight))
         model.metadata = self._metadata()
@@ -363,6 +370,9 @@ class Pipeline(StepRun):
         trained, stats = train_table(stage2, objectives, replace(s.kd, seed=s.seed), self.progress)
         trained.save(self.work.folder / "stage3", dtype="float32")
         return {"objective": s.objective, **stats}
+
+    def _pairs(self) -> dict[str, Any]:
+        return pairs_step(self.work.folder, self.settings, self.progress)
 
     # ------------------------------------------------------------------ outputs
     def _metadata(self) -> dict[str, Any]:

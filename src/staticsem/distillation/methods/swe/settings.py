@@ -15,6 +15,7 @@ from staticsem.distillation.stages.crosslingual import corpus_languages, languag
 from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_backend
 from staticsem.errors import InputError
+from staticsem.train.pairs_settings import PairsSettings
 
 STAGES = ("extract", "pca", "kd")
 # Teachers this wide or wider read word states from their second-to-last layer: all-mpnet-base-v2 (768 d,
@@ -158,7 +159,7 @@ class SWESettings(ASESettings):
     kd: KDSettings = setting(factory=KDSettings, help="Stage-3 training.", prefix="kd")
     objective: str = setting("kd", "Stage-3 training: kd, contrastive (needs --parallel) or both.")
     parallel: tuple[str, ...] = setting(
-        (), "Sentence pairs (left<TAB>right per line; repeatable) for contrastive training."
+        (), "Sentence pairs (left TAB right per line; repeatable) for contrastive training."
     )
     # text read for the distillation targets only: its sentences' teacher embeddings join the chosen
     # sentences' in stage 3a (no word states; e.g. unlabelled text of the domain the model will serve)
@@ -204,6 +205,16 @@ class SWESettings(ASESettings):
         1.0, "The same weight while the pieces are distilled (the model gets --piece-weight)."
     )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
+    # a last stage: retrieval training on query→passage pairs, this build's teacher targets as the anchor
+    # (staticsem.train.pairs; `staticsem train-pairs` runs it on any model)
+    pairs: tuple[str, ...] = setting(
+        (),
+        "Query→passage pairs files (query, positive [, negative], tab-separated; repeatable): a last stage trains "
+        "on them, this build's teacher targets anchoring similarity; --exclude applies to them.",
+    )
+    pairs_training: PairsSettings = setting(
+        factory=PairsSettings, help="Pairs training (with --pairs).", prefix="pairs"
+    )
     keep_analysis: bool = setting(
         False,
         "Also put analysis.safetensors (stage-1 vectors, ABTT components; for `staticsem analyze`) in the "
@@ -261,6 +272,11 @@ class SWESettings(ASESettings):
             raise InputError(
                 "--kd-corpus and --kd-short feed the distillation step: they need --objective kd or both"
             )
+        if self.pairs:
+            if not self._distils():
+                raise InputError("--pairs trains the distilled model: it needs the kd stage and objective")
+            self.pairs_training.validate(self.dim)
+            check_sources(self.pairs)
         if self.kd_corpus:
             if "-" in self.kd_corpus or EMBEDDED in self.kd_corpus:
                 raise InputError("--kd-corpus takes text files (not '-' or 'embedded')")

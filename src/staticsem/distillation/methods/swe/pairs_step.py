@@ -1,0 +1,39 @@
+"""SWE's last, optional stage: the distilled model trained on query→passage pairs (``distill --pairs``),
+anchored by the build's own teacher targets (``staticsem.train.pairs``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.corpus.exclude import exclusion_prints
+from staticsem.distillation.corpus.reading import fingerprint_sources
+from staticsem.distillation.methods.swe.settings import SWESettings
+from staticsem.io import load
+
+
+def pairs_key(settings: SWESettings, kd_key: str) -> str:
+    """The pairs stage's key: the distilled table's, the pairs files, their settings and exclusions."""
+    return fingerprint(
+        {
+            "kd": kd_key,
+            "pairs": [p["sha256"] for p in fingerprint_sources(settings.pairs)],
+            "settings": asdict(replace(settings.pairs_training, seed=settings.seed)),
+            "exclude": exclusion_prints(settings.exclude),
+        }
+    )
+
+
+def pairs_step(folder: Path, settings: SWESettings, progress: bool) -> dict[str, Any]:
+    """Train ``stage3`` of the work ``folder`` on the pairs into ``stage4``; the record of the step."""
+    from staticsem.train.pairs import Anchor, train_pairs
+    from staticsem.train.pairs_data import read_pairs_files
+
+    training = replace(settings.pairs_training, seed=settings.seed)
+    pairs = read_pairs_files(settings.pairs, settings.exclude, training.per_file or None)
+    stage3 = load(folder / "stage3")
+    trained, record = train_pairs(stage3, pairs, training, Anchor.from_work(folder), folder, progress)
+    trained.save(folder / "stage4", dtype="float32")
+    return {k: v for k, v in record.items() if k != "settings"}
