@@ -128,6 +128,7 @@ def main() -> None:
     )
     parser.add_argument("--output", type=Path)
     parser.add_argument("--save", type=Path, help="keep each trained run's model in this folder")
+    parser.add_argument("--cache", type=Path, help="mined negatives and checkpoints [WORK/pairs-study]")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -157,7 +158,9 @@ def main() -> None:
             if sources not in read:
                 read[sources] = read_pairs_files([args.data / "pairs" / SOURCES[s] for s in sources], exclude)
             settings = replace(PairsSettings(), **options)
-            model, trained = train_pairs(built, read[sources], settings, anchor, None, show_progress=False)
+            cache = args.cache or args.work / "pairs-study"
+            cache.mkdir(parents=True, exist_ok=True)
+            model, trained = train_pairs(built, read[sources], settings, anchor, cache, show_progress=False)
             record.update(
                 {k: trained[k] for k in ("steps", "pairs", "dropped", "skipped_unknown", "seconds")}
             )
