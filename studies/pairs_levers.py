@@ -128,6 +128,7 @@ def main() -> None:
     )
     parser.add_argument("--output", type=Path)
     parser.add_argument("--save", type=Path, help="keep each trained run's model in this folder")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many pairs of each file")
     parser.add_argument("--cache", type=Path, help="mined negatives and checkpoints [WORK/pairs-study]")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -156,7 +157,9 @@ def main() -> None:
         if kind == "pairs":
             sources = options.pop("sources", tuple(args.sources.split("-")))
             if sources not in read:
-                read[sources] = read_pairs_files([args.data / "pairs" / SOURCES[s] for s in sources], exclude)
+                read[sources] = read_pairs_files(
+                    [args.data / "pairs" / SOURCES[s] for s in sources], exclude, args.limit
+                )
             settings = replace(PairsSettings(), **options)
             cache = args.cache or args.work / "pairs-study"
             cache.mkdir(parents=True, exist_ok=True)
@@ -166,7 +169,8 @@ def main() -> None:
             )
             if args.save:
                 model.save(args.save / spec.replace("=", "-").replace("+", "_"))
-        moded = model.with_modes(query={"piece_weight": weight}, document={"piece_weight": weight})
+        modes = {"piece_weight": weight}
+        moded = model if model.pieces is None else model.with_modes(query=modes, document=modes)
         record.update(scores(moded, model))
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
         results[spec] = record
