@@ -52,7 +52,7 @@ SOURCES = {
 
 def parse(spec: str) -> tuple[str, dict[str, Any]]:
     """``pairs+batch_size=1024+sources=squad-arxiv`` → ("pairs", {...}); values typed by PairsSettings."""
-    from staticsem.train.pairs_settings import PairsSettings
+    from staticsem.distillation.stages.pairs_settings import PairsSettings
 
     kind, *parts = spec.split("+")
     if kind not in ("modes", "pairs"):
@@ -134,9 +134,9 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     import staticsem
-    from staticsem.train.pairs import Anchor, train_pairs
-    from staticsem.train.pairs_data import read_pairs_files
-    from staticsem.train.pairs_settings import PairsSettings
+    from staticsem.distillation.corpus.pairs import read_pairs_files
+    from staticsem.distillation.stages.pairs import Anchor, train_pairs
+    from staticsem.distillation.stages.pairs_settings import PairsSettings
 
     exclude = [str(args.data / "decontam" / "eval-sentences.sha1")]
     scores = Scores(args.data, args.classification)

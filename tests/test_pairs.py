@@ -1,4 +1,4 @@
-"""Training on pairs (``staticsem.train.pairs``, ``staticsem train-pairs``): reading, masking, the anchor,
+"""Training on pairs (``distillation.stages.pairs``, ``staticsem train-pairs``): reading, masking, the anchor,
 the pieces, Matryoshka, mining, resuming, and the command."""
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from conftest import PIECES
 from staticsem import StaticModel, load
 from staticsem.cli import app
 from staticsem.distillation.corpus.exclude import sentence_hash
+from staticsem.distillation.corpus.pairs import Pairs, read_pairs_files
 from staticsem.distillation.stages.kd import Distillation, KDSettings
+from staticsem.distillation.stages.mining import mine_negatives
+from staticsem.distillation.stages.pairs import Anchor, Ranking, train_pairs
+from staticsem.distillation.stages.pairs_settings import PairsSettings
 from staticsem.distillation.stages.training import Objective, train_table
 from staticsem.errors import InputError
 from staticsem.pieces import PieceTable
-from staticsem.train.mining import mine_negatives
-from staticsem.train.pairs import Anchor, Ranking, train_pairs
-from staticsem.train.pairs_data import Pairs, read_pairs_files
-from staticsem.train.pairs_settings import PairsSettings
 
 TOPICS, PER_TOPIC, DIM = 12, 10, 16
 FAST = PairsSettings(batch_size=32, max_steps=60, eval_every=10, patience=100, dev_size=40, lr=0.02)

@@ -1,4 +1,4 @@
-"""``staticsem train-pairs``: fine-tune a model for retrieval on query→passage pairs (``train.pairs``).
+"""``staticsem train-pairs``: fine-tune a model for retrieval on query→passage pairs (``stages.pairs``).
 
 torch and tantivy load only when it runs. The mined negatives and a checkpoint live in ``.OUT.work`` beside
 ``--out``: rerunning an interrupted command resumes it; the folder goes once the model is written.
@@ -13,9 +13,9 @@ from typing import Annotated
 
 import typer
 
+from staticsem.distillation.stages.pairs_settings import PairsSettings
 from staticsem.errors import InputError
 from staticsem.io.hub import REVISION_HELP
-from staticsem.train.pairs_settings import PairsSettings
 
 EPILOG = (
     "Examples: `staticsem train-pairs models/base --pairs squad.tsv.gz --pairs arxiv.tsv.gz --anchor "
@@ -65,10 +65,10 @@ def train_pairs(
 ) -> None:
     """Fine-tune MODEL on query→passage pairs: in-batch and BM25-mined negatives, the teacher as anchor."""
     from staticsem.distillation.checkpoint import work_folder
+    from staticsem.distillation.corpus.pairs import read_pairs_files
+    from staticsem.distillation.stages.pairs import Anchor, anchor_from_corpus
+    from staticsem.distillation.stages.pairs import train_pairs as fit
     from staticsem.io import load
-    from staticsem.train.pairs import Anchor, anchor_from_corpus
-    from staticsem.train.pairs import train_pairs as fit
-    from staticsem.train.pairs_data import read_pairs_files
 
     if anchor is not None and kd_corpus:
         raise InputError("give --anchor (a work folder) or --kd-corpus, not both")

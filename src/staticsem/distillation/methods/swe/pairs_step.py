@@ -1,5 +1,5 @@
 """SWE's last, optional stage: the distilled model trained on query→passage pairs (``distill --pairs``),
-anchored by the build's own teacher targets (``staticsem.train.pairs``)."""
+anchored by the build's own teacher targets (``staticsem.distillation.stages.pairs``)."""
 
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ def pairs_key(settings: SWESettings, kd_key: str) -> str:
 
 def pairs_step(folder: Path, settings: SWESettings, progress: bool) -> dict[str, Any]:
     """Train ``stage3`` of the work ``folder`` on the pairs into ``stage4``; the record of the step."""
-    from staticsem.train.pairs import Anchor, train_pairs
-    from staticsem.train.pairs_data import read_pairs_files
+    from staticsem.distillation.corpus.pairs import read_pairs_files
+    from staticsem.distillation.stages.pairs import Anchor, train_pairs
 
     training = replace(settings.pairs_training, seed=settings.seed)
     pairs = read_pairs_files(settings.pairs, settings.exclude, training.per_file or None)

@@ -13,9 +13,9 @@ from staticsem.distillation.corpus.sampling import check_splitter, word_targets
 from staticsem.distillation.method import setting
 from staticsem.distillation.stages.crosslingual import corpus_languages, language_sources
 from staticsem.distillation.stages.kd_settings import KDSettings
+from staticsem.distillation.stages.pairs_settings import PairsSettings
 from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_backend
 from staticsem.errors import InputError
-from staticsem.train.pairs_settings import PairsSettings
 
 STAGES = ("extract", "pca", "kd")
 # Teachers this wide or wider read word states from their second-to-last layer: all-mpnet-base-v2 (768 d,
@@ -206,11 +206,11 @@ class SWESettings(ASESettings):
     )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
     # a last stage: retrieval training on query→passage pairs, this build's teacher targets as the anchor
-    # (staticsem.train.pairs; `staticsem train-pairs` runs it on any model)
+    # (staticsem.distillation.stages.pairs; `staticsem train-pairs` runs it on any model)
     pairs: tuple[str, ...] = setting(
         (),
-        "Query→passage pairs files (query, positive [, negative], tab-separated; repeatable): a last stage trains "
-        "on them, this build's teacher targets anchoring similarity; --exclude applies to them.",
+        "Query→passage pairs files (query, positive [, negative], tab-separated; repeatable): a last stage "
+        "trains on them, this build's teacher targets anchoring similarity; --exclude applies to them.",
     )
     pairs_training: PairsSettings = setting(
         factory=PairsSettings, help="Pairs training (with --pairs).", prefix="pairs"

@@ -26,14 +26,14 @@ import torch.nn.functional as F
 from safetensors.numpy import load_file
 
 from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.corpus.pairs import Pairs
 from staticsem.distillation.stages.kd import Bags, Distillation
 from staticsem.distillation.stages.kd_settings import KDSettings
+from staticsem.distillation.stages.pairs_settings import PairsSettings
 from staticsem.distillation.stages.training import Objective, train_table
 from staticsem.errors import InputError
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
-from staticsem.train.pairs_data import Pairs
-from staticsem.train.pairs_settings import PairsSettings
 
 logger = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def negatives_for(
         if any(given):
             raise InputError("some pairs files give negatives and others none: mine the rest (--pairs-mine)")
         return None
-    from staticsem.train.mining import mine_negatives
+    from staticsem.distillation.stages.mining import mine_negatives
 
     key = fingerprint({"depth": settings.mine_depth, "seed": settings.seed}, [*pairs.queries, *documents])
     cached = None if work is None else work / f"negatives-{key}.safetensors"
