@@ -11,7 +11,8 @@ of the same size (~30k rows x 256 dims, float16, both libraries' default):
   model2vec does). ``--baseline-src DIR`` adds the same row run with another staticsem (``PYTHONPATH=DIR``,
   e.g. ``main``'s ``src``), interleaved with the others, and prints the ratio of the two;
 * ``--model LABEL=DIR`` (repeatable): any staticsem folder, one thread (e.g. the distilled default of
-  before and after a change, against model2vec in the same run).
+  before and after a change, against model2vec in the same run); ``DIR#query`` / ``DIR#document`` times
+  that mode's encoding (``encode_query`` / ``encode_document``).
 
 ``--languages all`` (or ``en,de,zh,...``) measures speed per language instead (``_speed_languages.py``):
 every model (the two built ones, ``--model`` and ``--model2vec LABEL=DIR`` folders) on each language's
@@ -108,7 +109,8 @@ def child(
         import staticsem
 
         rss_import = _status_kib("VmRSS")
-        model = staticsem.load(model_path)
+        folder, _, mode = model_path.partition("#")  # DIR#query: that mode's encoding
+        model = staticsem.load(folder) if not mode else staticsem.load(folder).for_mode(mode)
         run: Callable[[], np.ndarray] = lambda: model.encode(sentences, workers=setting)  # noqa: E731
         if setting > 1:
             check = lambda out: np.array_equal(out, model.encode(sentences, workers=1))  # noqa: E731
