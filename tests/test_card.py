@@ -119,6 +119,28 @@ def test_the_card_and_info_list_the_languages_the_build_recorded(made: Path) -> 
     assert "[" not in "".join(line for line in result.stdout.splitlines() if "languages" in line)
 
 
+def test_the_card_shows_the_search_modes_and_the_pairs_training_the_folder_holds(
+    modes_model: StaticModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    modes_model.metadata["pairs"] = {
+        "pairs": {"squad.tsv.gz": 85633},
+        "steps": 2000,
+        "anchor_sentences": 288551,
+    }
+    folder = modes_model.save(tmp_path / "searched")
+    text = card.render(folder)
+    assert "| trained on pairs | squad.tsv.gz (85,633); 2,000 steps, anchored by 288,551" in text
+    snippet = next(block for block in code_blocks(text, "python") if "encode_query" in block)
+    scope: dict[str, Any] = {}
+    exec(snippet, scope)  # noqa: S102  # the card's own code
+    np.testing.assert_allclose(scope["queries"], modes_model.encode_query(["how do cats sleep"]), atol=1e-3)
+    plain = modes_model.with_modes()
+    plain.metadata = {}
+    text = card.render(plain.save(tmp_path / "plain"))
+    assert "encode_query" not in text and "trained on pairs" not in text
+
+
 def test_without_recorded_languages_the_card_claims_none(made: Path) -> None:
     """Like the English default: an untagged corpus and an English teacher record no language."""
     config = json.loads((made / "config.json").read_text())

@@ -216,10 +216,21 @@ def _facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
     passes = meta.get("teacher_passes")
     facts += [("teacher passes", f"{passes:,}" if isinstance(passes, int) else passes)]
     facts += [("build time", _duration(meta["seconds"]) if "seconds" in meta else None)]
+    facts += [("trained on pairs", _pairs_text(meta))]
     facts += [("peak memory", f"{meta['peak_rss_mib']:,.0f} MiB" if "peak_rss_mib" in meta else None)]
     hub_id = teacher_hub_id(meta.get("teacher"))
     link = f" ([{hub_id}](https://huggingface.co/{hub_id}))" if hub_id and hub_id != meta["teacher"] else ""
     return [(key, f"`{value}`{link}" if key == "teacher" else str(value)) for key, value in facts if value]
+
+
+def _pairs_text(meta: dict[str, Any]) -> str | None:
+    """The pairs training ``train-pairs`` or ``distill --pairs`` recorded: files, pairs, steps."""
+    record = meta.get("pairs") or _mapping(meta.get("steps")).get("pairs")
+    if not isinstance(record, dict) or not isinstance(record.get("pairs"), dict):
+        return None
+    files = ", ".join(f"{name} ({count:,})" for name, count in record["pairs"].items())
+    anchor = record.get("anchor_sentences", 0)
+    return f"{files}; {record.get('steps', 0):,} steps, anchored by {anchor:,} teacher-embedded sentences"
 
 
 def _duration(seconds: float) -> str:
@@ -239,7 +250,9 @@ def _usage(model: Folder, ref: str, pushed: bool) -> list[str]:
         "",
         f'```python\nimport staticsem\n\nmodel = staticsem.load("{ref}")',
         'vectors = model.encode(["A cat sleeps.", "A kitten naps."])   # float32 rows, L2-normalised',
-        'model.similarity("A cat sleeps.", "A kitten naps.")\n```',
+        'model.similarity("A cat sleeps.", "A kitten naps.")',
+        *_mode_lines(model),
+        "```",
         "",
         f"```bash\nstaticsem encode {ref} --input texts.txt --output vectors.npy\n```",
         "",
@@ -260,6 +273,16 @@ def _usage(model: Folder, ref: str, pushed: bool) -> list[str]:
         for library in others:
             lines += _SNIPPETS[library].format(ref=out).splitlines() + [""]
     return lines
+
+
+def _mode_lines(model: Folder) -> list[str]:
+    """The search modes' calls, where the folder has modes (``encode`` serves similarity)."""
+    if not model.config.get("modes"):
+        return []
+    return [
+        'queries = model.encode_query(["how do cats sleep"])            # search: the query mode',
+        'documents = model.encode_document(["A cat sleeps all day."])   # and the document mode',
+    ]
 
 
 def _unknown_words(model: Folder) -> str:
