@@ -9,7 +9,7 @@ Each run starts from the default model (``--model``, built with ``--keep-work``;
 anchor: the chosen and short sentences with the teacher's embeddings) and changes one thing:
 
 - ``modes``: no training; ``encode_query`` / ``encode_document`` with the pieces at weight ``--mode-weight``
-  (``encode`` keeps the model's 0.5);
+  (``encode`` keeps the model's 0.5); ``+weight=0.75`` sets it for one run (pairs runs too);
 - ``pairs``: ``train-pairs`` on the pairs files (default: SQuAD, arXiv, MedQuAD) with its defaults
   (BM25-mined hard negatives, batch 256, 2,000 steps, the KD anchor at weight 1, pieces trained), then the
   modes; any ``PairsSettings`` field changes it (``pairs+anchor_weight=0``, ``+batch_size=1024``,
@@ -61,7 +61,9 @@ def parse(spec: str) -> tuple[str, dict[str, Any]]:
     options: dict[str, Any] = {}
     for part in parts:
         name, _, value = part.partition("=")
-        if name == "sources":
+        if name == "weight":  # the pieces' weight of both modes in this run
+            options[name] = float(value)
+        elif name == "sources":
             options[name] = tuple(value.split("-"))
         elif name == "matryoshka":
             options[name] = tuple(int(v) for v in value.split("-"))
@@ -141,7 +143,6 @@ def main() -> None:
     exclude = [str(args.data / "decontam" / "eval-sentences.sha1")]
     scores = Scores(args.data, args.classification)
     built = staticsem.load(args.model)
-    weight = args.mode_weight
     anchor = Anchor.from_work(args.work)
     results: dict[str, Any] = {"model": str(args.model), "anchor_sentences": len(anchor.sentences)}
     results["built"] = scores(built)
@@ -153,7 +154,7 @@ def main() -> None:
     for spec in filter(None, args.runs.split(",")):
         kind, options = parse(spec)
         started, record = time.perf_counter(), {}
-        model = built
+        model, weight = built, options.pop("weight", args.mode_weight)
         if kind == "pairs":
             sources = options.pop("sources", tuple(args.sources.split("-")))
             if sources not in read:
