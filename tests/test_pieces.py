@@ -223,3 +223,15 @@ def test_pieces_are_distilled_at_the_train_weight_and_the_model_encodes_at_its_o
     again = build(tmp_path, FakeTeacher(subword_tokenizer), piece_weight=1.0, piece_train_weight=0.75)
     assert again.pieces is not None and again.pieces.weight == 1.0
     assert (tmp_path / ".model.work" / "stage3" / "model.safetensors").stat().st_mtime_ns == stamp
+    assert not again.modes  # without --search-piece-weight every mode encodes as encode
+    # --search-piece-weight sets the query and document modes' weight, encode keeps --piece-weight
+    searched = build(
+        tmp_path,
+        FakeTeacher(subword_tokenizer),
+        piece_weight=0.25,
+        piece_train_weight=0.75,
+        search_piece_weight=1.0,
+    )
+    assert searched.pieces is not None and searched.pieces.weight == 0.25
+    assert {mode: s.piece_weight for mode, s in searched.modes.items()} == {"query": 1.0, "document": 1.0}
+    assert (tmp_path / ".model.work" / "stage3" / "model.safetensors").stat().st_mtime_ns == stamp

@@ -36,7 +36,13 @@ from staticsem.distillation.methods.swe.languages import (
     vocabulary_shares,
 )
 from staticsem.distillation.methods.swe.pairs_step import pairs_key, pairs_step
-from staticsem.distillation.methods.swe.rows import piece_states, with_pieces, with_words, write_analysis
+from staticsem.distillation.methods.swe.rows import (
+    piece_states,
+    with_pieces,
+    with_search_modes,
+    with_words,
+    write_analysis,
+)
 from staticsem.distillation.methods.swe.settings import (
     SHORT_DEFAULT_MAX,
     SHORT_PER_CHOSEN,
@@ -194,7 +200,7 @@ class Pipeline(StepRun):
             / {"extract": "stage1", "pca": "stage2", "kd": "stage3", "pairs": "stage4"}[final]
         )
         if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
-            model = model.with_pieces(replace(model.pieces, weight=self.settings.piece_weight))
+            model = with_search_modes(model, self.settings.piece_weight, self.settings.search_piece_weight)
         model.metadata = self._metadata()
         model.save(self.out, dtype=dtype)
         self._write_analysis()

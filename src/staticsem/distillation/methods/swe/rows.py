@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -63,6 +64,15 @@ def with_pieces(stage2: StaticModel, folder: Path, weight: float) -> StaticModel
     if tokenizer is None or len(rows) != tokenizer.get_vocab_size(with_added_tokens=True):
         raise InputError("subword pieces need the teacher's subword tokenizer on the model")
     return stage2.with_pieces(PieceTable(rows, tokenizer, weight))
+
+
+def with_search_modes(model: StaticModel, weight: float, search: float | None) -> StaticModel:
+    """``model`` encoding its pieces at ``weight``, and in the query and document modes at ``search``."""
+    assert model.pieces is not None
+    model = model.with_pieces(replace(model.pieces, weight=weight))
+    if search is None:
+        return model
+    return model.with_modes(query={"piece_weight": search}, document={"piece_weight": search})
 
 
 def with_words(stage2: StaticModel, words: Sequence[str], vectors: np.ndarray, abtt: ABTT) -> StaticModel:

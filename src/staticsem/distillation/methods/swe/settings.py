@@ -204,6 +204,11 @@ class SWESettings(ASESettings):
     piece_train_weight: float = setting(
         1.0, "The same weight while the pieces are distilled (the model gets --piece-weight)."
     )
+    search_piece_weight: float | None = setting(
+        None,
+        "The pieces' weight of encode_query and encode_document (the search modes; encode keeps "
+        "--piece-weight) [none: every mode encodes as encode].",
+    )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
     # a last stage: retrieval training on query→passage pairs, this build's teacher targets as the anchor
     # (staticsem.distillation.stages.pairs; `staticsem train-pairs` runs it on any model)
@@ -251,8 +256,8 @@ class SWESettings(ASESettings):
             )
         if self.fallback not in FALLBACKS:
             raise InputError(f"fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}")
-        for name in ("piece_weight", "piece_train_weight"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
+        for name in ("piece_weight", "piece_train_weight", "search_piece_weight"):
+            if getattr(self, name) is not None and not 0.0 <= getattr(self, name) <= 1.0:
                 flag = "--" + name.replace("_", "-")
                 raise InputError(f"{flag} must be within 0..1, got {getattr(self, name)}")
         if not self.kd.tau > 0.0:
