@@ -39,10 +39,9 @@ def main() -> None:
     from staticsem.distillation.corpus.languages import share_vocabulary
 
     model = staticsem.load(args.model)
+    languages = json.loads((args.work / "languages.json").read_text(encoding="utf-8"))["languages"]
     vocab = {
-        folder.name: json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
-        for folder in sorted(args.work.iterdir())
-        if (folder / "vocab.json").is_file()
+        lang: json.loads((args.work / lang / "vocab.json").read_text(encoding="utf-8")) for lang in languages
     }
     sizes = {lang: record["sentences"] for lang, record in vocab.items()}
     results: dict[str, dict[str, object]] = {}
