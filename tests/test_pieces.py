@@ -223,8 +223,8 @@ def test_pieces_are_distilled_at_the_train_weight_and_the_model_encodes_at_its_o
     again = build(tmp_path, FakeTeacher(subword_tokenizer), piece_weight=1.0, piece_train_weight=0.75)
     assert again.pieces is not None and again.pieces.weight == 1.0
     assert (tmp_path / ".model.work" / "stage3" / "model.safetensors").stat().st_mtime_ns == stamp
-    assert not again.modes  # without --search-piece-weight every mode encodes as encode
-    # --search-piece-weight sets the query and document modes' weight, encode keeps --piece-weight
+    assert {mode: s.piece_weight for mode, s in again.modes.items()} == {"query": 0.75, "document": 0.75}
+    # --search-piece-weight sets the query and document modes' weight (0.75), encode keeps --piece-weight
     searched = build(
         tmp_path,
         FakeTeacher(subword_tokenizer),

@@ -204,10 +204,13 @@ class SWESettings(ASESettings):
     piece_train_weight: float = setting(
         1.0, "The same weight while the pieces are distilled (the model gets --piece-weight)."
     )
+    # the search modes: the 100k-word default encoding its pieces at 0.75 in encode_query and
+    # encode_document gets SciFact nDCG@10 54.10 against 52.90 (1.0: 52.80), encode unchanged
+    # (studies/README.md §pairs_levers.py)
     search_piece_weight: float | None = setting(
-        None,
+        0.75,
         "The pieces' weight of encode_query and encode_document (the search modes; encode keeps "
-        "--piece-weight) [none: every mode encodes as encode].",
+        "--piece-weight); the models before 2026-11-27 had no modes.",
     )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
     # a last stage: retrieval training on query→passage pairs, this build's teacher targets as the anchor
