@@ -79,6 +79,20 @@ def test_read_pairs_drops_duplicates_and_reads_gzip(tmp_path: Path) -> None:
     with gzip.open(path, "wt", encoding="utf-8") as handle:
         handle.write("a dog\tein Hund\n\na dog\tein Hund\nthe cat \t die Katze\n")
     assert read_pairs([path]) == (["a dog", "the cat"], ["ein Hund", "die Katze"])
+    listed = tmp_path / "eval.txt"
+    listed.write_text("Die Katze!\n")  # a listed sentence drops its pair, whichever side holds it
+    assert read_pairs([path], [str(listed)]) == (["a dog"], ["ein Hund"])
+
+
+def test_exclude_drops_listed_pairs_from_contrastive_training(
+    parallel_dir: Path, bilingual: Tokenizer
+) -> None:
+    train = parallel_dir / "train.tsv"
+    listed = parallel_dir / "listed.txt"  # the English sides of 100 training pairs, as an evaluation set
+    listed.write_text("\n".join(line.split("\t")[0] for line in train.read_text().splitlines()[:100]) + "\n")
+    options = {"objective": "contrastive", "parallel": (str(train),), "exclude": (str(listed),)}
+    model = build(parallel_dir, FakeTeacher(bilingual), "excluded", **options)
+    assert model.metadata["steps"]["kd"]["contrastive_train"] == 810  # 900 pairs left, 90 of them for dev
 
 
 @pytest.mark.parametrize(

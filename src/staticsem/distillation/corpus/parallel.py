@@ -7,13 +7,15 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from staticsem.distillation.corpus.exclude import Exclusion
 from staticsem.errors import InputError
 
 logger = logging.getLogger(__name__)
 
 
-def read_pairs(sources: Sequence[str | Path]) -> tuple[list[str], list[str]]:
-    """Both sides of every pair in ``sources`` (``.tsv`` or ``.tsv.gz``), exact duplicates dropped.
+def read_pairs(sources: Sequence[str | Path], exclude: Sequence[str] = ()) -> tuple[list[str], list[str]]:
+    """Both sides of every pair in ``sources`` (``.tsv`` or ``.tsv.gz``), exact duplicates dropped, and
+    with ``exclude`` (``--exclude`` files) every pair one of whose sides is listed.
 
     :raises InputError: for a missing file, a line without exactly two non-empty tab-separated
         fields, text that is not UTF-8, or no pairs at all.
@@ -21,6 +23,8 @@ def read_pairs(sources: Sequence[str | Path]) -> tuple[list[str], list[str]]:
     left: list[str] = []
     right: list[str] = []
     seen: set[tuple[str, str]] = set()
+    listed = Exclusion(list(exclude)) if exclude else None
+    dropped = 0
     for source in sources:
         path = Path(source)
         if not path.is_file():
@@ -40,11 +44,14 @@ def read_pairs(sources: Sequence[str | Path]) -> tuple[list[str], list[str]]:
                         f"{path}:{number}: expected two tab-separated sentences, got {len(fields)} field(s)"
                     )
                 pair = (fields[0], fields[1])
+                if listed is not None and (pair[0] in listed or pair[1] in listed):
+                    dropped += 1
+                    continue
                 if pair not in seen:
                     seen.add(pair)
                     left.append(pair[0])
                     right.append(pair[1])
     if not left:
         raise InputError(f"no sentence pairs in {', '.join(str(s) for s in sources)}")
-    logger.info("read %d sentence pairs", len(left))
+    logger.info("read %d sentence pairs (%d dropped: --exclude)", len(left), dropped)
     return left, right

@@ -372,7 +372,7 @@ class Pipeline(StepRun):
                 sentences = [*sentences, *self.records["targets"]["sentences"]]
             objectives.append(Distillation(stage2, sentences, targets, s.kd.tau, s.kd.center_targets))
         if s.objective in ("contrastive", "both"):
-            objectives.append(Contrastive(stage2, *read_pairs(s.parallel), s.kd.tau))
+            objectives.append(Contrastive(stage2, *read_pairs(s.parallel, s.exclude), s.kd.tau))
         trained, stats = train_table(stage2, objectives, replace(s.kd, seed=s.seed), self.progress)
         trained.save(self.work.folder / "stage3", dtype="float32")
         return {"objective": s.objective, **stats}
