@@ -366,3 +366,14 @@ def tiny_swe(corpus: Path, **changes: object) -> SWESettings:
         "kd": KDSettings(batch_size=32, eval_every=10, max_steps=60, dev_size=100),
     }
     return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
+
+
+# SWE settings of a small test build over the fake corpora (a 12-d model from words seen twice or more)
+TINY_SWE: dict[str, object] = {
+    "min_count": 2,
+    "sentences_per_word": 30,
+    "batch_size": 16,
+    "pca_sentences": 1000,
+    "remove_top": 1,
+    "dim": 12,
+}

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 import staticsem
-from fakes import FakeTeacher, corpus_tokenizer, german, write_parallel
+from fakes import TINY_SWE, FakeTeacher, corpus_tokenizer, german, write_parallel
 from staticsem.cli import app
 from staticsem.distillation.corpus.parallel import read_pairs
 from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences, untag
@@ -45,12 +45,7 @@ def build(folder: Path, teacher: FakeTeacher, out: str, **changes: object) -> st
     base: dict[str, object] = {
         "corpus": (f"en={folder / 'english.txt'}", f"de={folder / 'german.txt'}"),
         "vocab_size": 100,
-        "min_count": 2,
-        "sentences_per_word": 30,
-        "batch_size": 16,
-        "pca_sentences": 1000,
-        "remove_top": 1,
-        "dim": 12,
+        **TINY_SWE,
         "kd": TRAINING,
     }
     settings = SWESettings(**{**base, **changes})  # type: ignore[arg-type]

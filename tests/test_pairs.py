@@ -325,7 +325,7 @@ def test_train_pairs_writes_a_model_and_bad_input_writes_nothing(
 def test_distill_with_pairs_trains_the_distilled_model_last_anchored_by_its_own_targets(
     tmp_path: Path, subword_tokenizer: object
 ) -> None:
-    from fakes import TOPICS, FakeTeacher, write_corpus
+    from fakes import TINY_SWE, TOPICS, FakeTeacher, write_corpus
     from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 
     corpus = write_corpus(tmp_path / "corpus.txt", count=1500)
@@ -344,12 +344,7 @@ def test_distill_with_pairs_trains_the_distilled_model_last_anchored_by_its_own_
         base: dict[str, object] = {
             "corpus": (str(corpus),),
             "vocab_size": 40,
-            "min_count": 2,
-            "sentences_per_word": 30,
-            "batch_size": 16,
-            "pca_sentences": 1000,
-            "remove_top": 1,
-            "dim": 12,
+            **TINY_SWE,
             "kd": training,
             "fallback": "prefix",
         }
