@@ -116,10 +116,6 @@ def test_merge_averages_identical_strings() -> None:
     np.testing.assert_allclose(vectors, [[1, 0], [0, 1], [3, 1], [5, 5], [0, 3]])
     assert shared == {"en": 0, "de": 1}
     assert vectors.dtype == np.float32
-    # weighted by each language's count of the word: "tom" 3 times in en, once in de (unlisted words: 1)
-    counts = {"en": {"tom": 3}, "de": {"tom": 1, "der": 9}}
-    _, weighted, _ = merge_vocabularies({"en": en, "de": de}, counts)
-    np.testing.assert_allclose(weighted, [[1, 0], [0, 1], [2.5, 1.5], [5, 5], [0, 3]])
 
 
 def test_language_sources(tmp_path: Path) -> None:

@@ -57,43 +57,33 @@ def corpus_languages(settings: Any) -> list[str]:
 
 def merge_vocabularies(
     tables: Mapping[str, tuple[Sequence[str], np.ndarray]],
-    counts: Mapping[str, Mapping[str, int]] | None = None,
 ) -> tuple[list[str], np.ndarray, dict[str, int]]:
-    """One vocabulary from per-language ``(words, vectors)``: identical strings get the mean of their
-    vectors, weighted by each language's corpus count of the word where ``counts`` (language → word →
-    count) gives it (a word missing there weighs 1), else equally.
-
-    Weighting by count makes a shared string what one corpus of all the languages would make it: English
-    "man" (counted far more often than German "man" here) stays mostly English. On the twelve-language
-    mE5 build's stage 1, the English STS mean is 63.56 English alone, 61.54 merged equally, 63.23 merged
-    by count (the seven languages' STS-B dev mean 62.56 → 62.71).
+    """One vocabulary from per-language ``(words, vectors)``: identical strings get the mean vector.
 
     Words keep the order of their first language, then new words of the next. Returns the words,
     their vectors and how many words each language shares with an earlier one.
     """
     index: dict[str, int] = {}
     sums: list[np.ndarray] = []
-    weights: list[float] = []
+    counts: list[int] = []
     shared: dict[str, int] = {}
     for language, (words, vectors) in tables.items():
         if len(words) != len(vectors):
             raise InputError(f"{language}: {len(words)} words but {len(vectors)} vectors")
         shared[language] = 0
-        counted = (counts or {}).get(language, {})
         for word, vector in zip(words, np.asarray(vectors, dtype=np.float64), strict=True):
-            weight = float(counted.get(word, 1)) if counts is not None else 1.0
             row = index.get(word)
             if row is None:
                 index[word] = len(sums)
-                sums.append(weight * vector)
-                weights.append(weight)
+                sums.append(vector.copy())
+                counts.append(1)
             else:
-                sums[row] += weight * vector
-                weights[row] += weight
+                sums[row] += vector
+                counts[row] += 1
                 shared[language] += 1
     if not sums:
         raise InputError("no words in any language to merge")
-    vectors = (np.stack(sums) / np.asarray(weights, dtype=np.float64)[:, None]).astype(np.float32)
+    vectors = (np.stack(sums) / np.asarray(counts, dtype=np.float64)[:, None]).astype(np.float32)
     return list(index), vectors, shared
 
 
@@ -101,18 +91,13 @@ def merge_runs(
     runs: Mapping[str, tuple[Path, Mapping[str, dict[str, Any]]]], folder: Path, method: str, splitter: str
 ) -> dict[str, Any]:
     """Join the languages' stage-1 results (``runs``: language → its work folder and step records) into
-    ``folder``: the merged stage-1 table (shared strings weighted by their corpus counts; splitting words
-    by ``splitter``), every per-sentence row all
+    ``folder``: the merged stage-1 table (splitting words by ``splitter``), every per-sentence row all
     languages have, in language order; returns the merge record (the chosen sentences, the words and their
     summed counts, per-language stats).
     """
     stage1 = {lang: load(work / "stage1") for lang, (work, _) in runs.items()}
     tables = {lang: (model.vocab, model.vectors) for lang, model in stage1.items()}
-    counted = {
-        lang: dict(zip(records["vocab"]["words"], records["vocab"]["counts"], strict=True))
-        for lang, (_, records) in runs.items()
-    }
-    words, vectors, shared = merge_vocabularies(tables, counted)
+    words, vectors, shared = merge_vocabularies(tables)
     first = next(iter(stage1.values()))
     StaticModel(
         words,

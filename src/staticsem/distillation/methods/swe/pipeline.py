@@ -124,11 +124,13 @@ class Pipeline(StepRun):
     def keys(self) -> dict[str, str]:
         """The key of each step: a hash of every setting it depends on."""
         s = self.settings
-        if self.subruns:  # the chosen sentences (what the short ones avoid), then their merged table
-            extract_key = fingerprint(
-                {"extract": [(lang, r.keys["extract"]) for lang, r in self.subruns.items()]}
-            )
-            keys = {"merge": fingerprint({"chosen": extract_key, "weights": "count"})}
+        if self.subruns:
+            keys = {
+                "merge": fingerprint(
+                    {"extract": [(lang, r.keys["extract"]) for lang, r in self.subruns.items()]}
+                )
+            }
+            extract_key = keys["merge"]
         else:
             vocab = self.vocabulary_key()
             taper = {"rare_after": s.rare_after, "rare_n": s.sentences_per_rare_word} if s.tapers() else {}
@@ -141,9 +143,8 @@ class Pipeline(StepRun):
                 {"select": select, "batch": s.batch_size, **extra, **backend_key(s.teacher_backend)}
             )
             keys = {"vocab": vocab, "select": select, "extract": extract_key}
-        table = keys.get("merge", extract_key)
         pca = fingerprint(
-            {"extract": table, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
+            {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
         )
         objective: dict[str, Any] = (
             {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
