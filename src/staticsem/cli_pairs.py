@@ -25,6 +25,7 @@ EPILOG = (
 )
 PAIRS_HELP = "Lines of query, positive [, negative], tab-separated (.tsv, .tsv.gz); repeatable."
 _HELP = {f.name: f.metadata["help"] for f in fields(PairsSettings)}
+_DEFAULT = PairsSettings()  # the options' defaults are the settings' own
 
 
 def train_pairs(
@@ -40,25 +41,37 @@ def train_pairs(
     exclude: Annotated[
         list[str] | None, typer.Option(help="Sentences (or sha1 hashes) no pair or anchor may contain.")
     ] = None,
-    batch_size: Annotated[int, typer.Option("--pairs-batch-size", help=_HELP["batch_size"])] = 256,
-    lr: Annotated[float, typer.Option("--pairs-lr", help=_HELP["lr"])] = 2e-3,
-    tau: Annotated[float, typer.Option("--pairs-tau", help=_HELP["tau"])] = 0.05,
-    max_steps: Annotated[int, typer.Option("--pairs-max-steps", help=_HELP["max_steps"])] = 2_000,
-    eval_every: Annotated[int, typer.Option("--pairs-eval-every", help=_HELP["eval_every"])] = 100,
-    patience: Annotated[int, typer.Option("--pairs-patience", help=_HELP["patience"])] = 5,
-    dev_size: Annotated[int, typer.Option("--pairs-dev-size", help=_HELP["dev_size"])] = 2_000,
-    mine: Annotated[bool, typer.Option("--pairs-mine/--pairs-no-mine", help=_HELP["hard_negatives"])] = True,
-    mine_depth: Annotated[int, typer.Option("--pairs-mine-depth", help=_HELP["mine_depth"])] = 10,
-    anchor_weight: Annotated[float, typer.Option("--pairs-anchor-weight", help=_HELP["anchor_weight"])] = 1.0,
+    batch_size: Annotated[
+        int, typer.Option("--pairs-batch-size", help=_HELP["batch_size"])
+    ] = _DEFAULT.batch_size,
+    lr: Annotated[float, typer.Option("--pairs-lr", help=_HELP["lr"])] = _DEFAULT.lr,
+    tau: Annotated[float, typer.Option("--pairs-tau", help=_HELP["tau"])] = _DEFAULT.tau,
+    max_steps: Annotated[
+        int, typer.Option("--pairs-max-steps", help=_HELP["max_steps"])
+    ] = _DEFAULT.max_steps,
+    eval_every: Annotated[
+        int, typer.Option("--pairs-eval-every", help=_HELP["eval_every"])
+    ] = _DEFAULT.eval_every,
+    patience: Annotated[int, typer.Option("--pairs-patience", help=_HELP["patience"])] = _DEFAULT.patience,
+    dev_size: Annotated[int, typer.Option("--pairs-dev-size", help=_HELP["dev_size"])] = _DEFAULT.dev_size,
+    mine: Annotated[
+        bool, typer.Option("--pairs-mine/--pairs-no-mine", help=_HELP["hard_negatives"])
+    ] = _DEFAULT.hard_negatives,
+    mine_depth: Annotated[
+        int, typer.Option("--pairs-mine-depth", help=_HELP["mine_depth"])
+    ] = _DEFAULT.mine_depth,
+    anchor_weight: Annotated[
+        float, typer.Option("--pairs-anchor-weight", help=_HELP["anchor_weight"])
+    ] = _DEFAULT.anchor_weight,
     anchor_sentences: Annotated[
         int, typer.Option("--pairs-anchor-sentences", help=_HELP["anchor_sentences"])
-    ] = 100_000,
+    ] = _DEFAULT.anchor_sentences,
     train_pieces: Annotated[
         bool, typer.Option("--pairs-train-pieces/--pairs-fixed-pieces", help=_HELP["train_pieces"])
-    ] = True,
+    ] = _DEFAULT.train_pieces,
     matryoshka: Annotated[str, typer.Option("--pairs-matryoshka", help=_HELP["matryoshka"])] = "",
-    per_file: Annotated[int, typer.Option("--pairs-per-file", help=_HELP["per_file"])] = 0,
-    seed: Annotated[int, typer.Option("--seed", help=_HELP["seed"])] = 0,
+    per_file: Annotated[int, typer.Option("--pairs-per-file", help=_HELP["per_file"])] = _DEFAULT.per_file,
+    seed: Annotated[int, typer.Option(help="Seed of the split, the batches and the mining.")] = _DEFAULT.seed,
     keep_work: Annotated[bool, typer.Option(help="Keep .OUT.work (mined negatives) after success.")] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     revision: Annotated[str | None, typer.Option(help=REVISION_HELP)] = None,
@@ -72,28 +85,36 @@ def train_pairs(
 
     if anchor is not None and kd_corpus:
         raise InputError("give --anchor (a work folder) or --kd-corpus, not both")
-    try:
-        dims = tuple(int(d) for d in matryoshka.split(",") if d.strip())
-    except ValueError:
-        raise InputError(f"--pairs-matryoshka takes comma-separated dimensions, got {matryoshka!r}") from None
-    settings = PairsSettings(
-        batch_size, lr, tau, max_steps, eval_every, patience, dev_size, mine, mine_depth, anchor_weight,
-        anchor_sentences, train_pieces, dims, per_file, seed,
-    )  # fmt: skip
+    settings = PairsSettings(  # the settings turn --pairs-matryoshka's items into ints (or say why not)
+        batch_size=batch_size,
+        lr=lr,
+        tau=tau,
+        max_steps=max_steps,
+        eval_every=eval_every,
+        patience=patience,
+        dev_size=dev_size,
+        hard_negatives=mine,
+        mine_depth=mine_depth,
+        anchor_weight=anchor_weight,
+        anchor_sentences=anchor_sentences,
+        train_pieces=train_pieces,
+        matryoshka=tuple(d.strip() for d in matryoshka.split(",") if d.strip()),  # type: ignore[misc]
+        per_file=per_file,
+        seed=seed,
+    )
     settings.validate()
     data = read_pairs_files(pairs, exclude or (), per_file or None)
     loaded = load(model, revision=revision)
     settings.validate(loaded.dim)
     work = work_folder(out)
     work.mkdir(parents=True, exist_ok=True)
-    show = progress
     if anchor is not None:
         anchored: Anchor | None = Anchor.from_work(anchor)
     elif kd_corpus:
-        anchored = anchor_from_corpus(loaded, kd_corpus, settings, exclude or (), work, show)
+        anchored = anchor_from_corpus(loaded, kd_corpus, settings, exclude or (), work, progress)
     else:
         anchored = None
-    trained, record = fit(loaded, data, settings, anchored, work, show)
+    trained, record = fit(loaded, data, settings, anchored, work, progress)
     trained.save(out)
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)

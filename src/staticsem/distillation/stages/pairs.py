@@ -138,7 +138,7 @@ def anchor_from_corpus(
     from staticsem.distillation.teachers.teacher import Teacher
 
     options = CorpusOptions(exclude=tuple(exclude), max_sentences=settings.anchor_sentences)
-    sentences = list(iter_sentences(sources, options))[: settings.anchor_sentences]
+    sentences = list(iter_sentences(sources, options))
     if not sentences:
         raise InputError("--kd-corpus: no sentence to anchor the training with")
     teacher_name = model.metadata.get("teacher")
@@ -166,9 +166,9 @@ def negatives_for(
     """Each pair's negative as a document index: the file's, else mined with BM25 (cached in ``work``);
     None without negatives (none given, mining off)."""
     documents, positives = documents_of(pairs)
+    index = {text: i for i, text in enumerate(documents)}
     given = [n is not None for n in pairs.negatives]
     if all(given):
-        index = {text: i for i, text in enumerate(documents)}
         return np.array([index[n] for n in pairs.negatives if n is not None], np.int64)
     if not settings.hard_negatives:
         if any(given):
@@ -186,7 +186,6 @@ def negatives_for(
         )
         if cached is not None:
             save_tensors(cached, {"negatives": mined})
-    index = {text: i for i, text in enumerate(documents)}
     return np.array([mined[i] if n is None else index[n] for i, n in enumerate(pairs.negatives)], np.int64)
 
 
@@ -239,7 +238,7 @@ def train_pairs(
     if skipped:
         logger.warning("%d pairs skipped: a side has no word the model knows", skipped)
     record = {
-        **{k: v for k, v in stats.items()},
+        **stats,
         "pairs": pairs.counts(),
         "dropped": dict(pairs.dropped),
         "skipped_unknown": skipped,
