@@ -11,7 +11,13 @@ from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.corpus.exclude import exclusion_prints
 from staticsem.distillation.corpus.reading import fingerprint_sources
 from staticsem.distillation.methods.swe.settings import SWESettings
+from staticsem.distillation.stages.pairs_settings import PairsSettings
 from staticsem.io import load
+
+
+def _training(settings: SWESettings) -> PairsSettings:
+    """The pairs training's settings, seeded from the run's seed (what the key and the step both use)."""
+    return replace(settings.pairs_training, seed=settings.seed)
 
 
 def pairs_key(settings: SWESettings, kd_key: str) -> str:
@@ -20,7 +26,7 @@ def pairs_key(settings: SWESettings, kd_key: str) -> str:
         {
             "kd": kd_key,
             "pairs": [p["sha256"] for p in fingerprint_sources(settings.pairs)],
-            "settings": asdict(replace(settings.pairs_training, seed=settings.seed)),
+            "settings": asdict(_training(settings)),
             "exclude": exclusion_prints(settings.exclude),
         }
     )
@@ -31,7 +37,7 @@ def pairs_step(folder: Path, settings: SWESettings, progress: bool) -> dict[str,
     from staticsem.distillation.corpus.pairs import read_pairs_files
     from staticsem.distillation.stages.pairs import Anchor, train_pairs
 
-    training = replace(settings.pairs_training, seed=settings.seed)
+    training = _training(settings)
     pairs = read_pairs_files(settings.pairs, settings.exclude, training.per_file or None)
     stage3 = load(folder / "stage3")
     trained, record = train_pairs(stage3, pairs, training, Anchor.from_work(folder), folder, progress)

@@ -195,10 +195,7 @@ class Pipeline(StepRun):
         last = ("pairs",) if "pairs" in self.keys else ()
         self.run_steps((*first, *later, *last), self.keys)
         final = last[0] if last else self.settings.stages[-1]
-        model = load(
-            self.work.folder
-            / {"extract": "stage1", "pca": "stage2", "kd": "stage3", "pairs": "stage4"}[final]
-        )
+        model = load(self.work.folder / STAGE_FOLDERS[final])
         if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
             model = with_search_modes(model, self.settings.piece_weight, self.settings.search_piece_weight)
         model.metadata = self._metadata()
