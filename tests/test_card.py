@@ -130,7 +130,11 @@ def test_the_card_shows_the_search_modes_and_the_pairs_training_the_folder_holds
     }
     folder = modes_model.save(tmp_path / "searched")
     text = card.render(folder)
-    assert "| trained on pairs | squad.tsv.gz (85,633); 2,000 steps, anchored by 288,551" in text
+    assert "| trained on pairs | squad.tsv.gz (85,633); 2,000 steps, anchored by 288,551 " in text
+    assert "encode keeps the distilled rows" not in text  # trained into every mode (no 'into' recorded)
+    modes_model.metadata["pairs"] = {"pairs": {"a.tsv": 9}, "steps": 5, "settings": {"into": "modes"}}
+    into_modes = card.render(modes_model.save(tmp_path / "into-modes"))
+    assert "| trained on pairs | a.tsv (9); 5 steps; the rows of encode_query and encode_document" in into_modes
     snippet = next(block for block in code_blocks(text, "python") if "encode_query" in block)
     scope: dict[str, Any] = {}
     exec(snippet, scope)  # noqa: S102  # the card's own code

@@ -17,7 +17,7 @@ from conftest import MODE_TEXTS
 from staticsem import StaticModel
 from staticsem.cli import app
 from staticsem.errors import InputError, ModelFormatError
-from staticsem.modes import ModeSettings
+from staticsem.modes import ModeSettings, RowSet
 from staticsem.pieces import PieceTable
 from staticsem.serve import create_app
 
@@ -94,6 +94,65 @@ def test_modes_are_saved_and_loaded(modes_model: StaticModel, tmp_path: Path) ->
     one = modes_model.with_modes(document=ModeSettings(piece_weight=1.0))
     assert staticsem.load(one.save(tmp_path / "one")).modes == {"document": ModeSettings(1.0)}
     assert modes_model.modes["document"] == ModeSettings(0.0)  # with_modes made a new model
+
+
+def searching(model: StaticModel, seed: int = 0) -> StaticModel:
+    """``model`` with a random ``search`` row set both modes encode with (the query at piece weight 1)."""
+    assert model.pieces is not None
+    rng = np.random.default_rng(seed)
+    rows = RowSet(
+        rng.normal(size=model.vectors.shape).astype(np.float32),
+        rng.normal(size=model.pieces.vectors.shape).astype(np.float32),
+    )
+    return model.with_row_set("search", rows).with_modes(
+        query={"rows": "search", "piece_weight": 1.0}, document={"rows": "search"}
+    )
+
+
+def test_modes_encode_with_rows_of_their_own_and_encode_with_the_models(
+    modes_model: StaticModel, tmp_path: Path
+) -> None:
+    model = searching(modes_model)
+    rows = model.row_sets["search"]
+    assert rows.pieces is not None and modes_model.pieces is not None
+    own = StaticModel(
+        model.vocab,
+        rows.vectors,
+        tokenizer=model.tokenizer,
+        pieces=PieceTable(rows.pieces, model.tokenizer, 1.0),
+    )
+    np.testing.assert_allclose(model.encode_query(MODE_TEXTS), own.encode(MODE_TEXTS), atol=1e-6)
+    at_half = own.with_pieces(PieceTable(rows.pieces, model.tokenizer, modes_model.pieces.weight))
+    np.testing.assert_allclose(model.encode_document(MODE_TEXTS), at_half.encode(MODE_TEXTS), atol=1e-6)
+    np.testing.assert_array_equal(model.encode(MODE_TEXTS), modes_model.with_modes().encode(MODE_TEXTS))
+    for dtype in ("float32", "float16", "int8"):
+        back = staticsem.load(model.save(tmp_path / dtype, dtype=dtype))
+        assert back.modes == model.modes and set(back.row_sets) == {"search"}
+        tolerance = 1e-6 if dtype == "float32" else 3e-2
+        np.testing.assert_allclose(
+            back.encode_query(MODE_TEXTS), model.encode_query(MODE_TEXTS), atol=tolerance
+        )
+    config = json.loads((tmp_path / "int8" / "config.json").read_text())
+    assert config["modes"]["document"] == {"rows": "search"}
+    narrow = model.truncate(8)
+    np.testing.assert_allclose(narrow.row_sets["search"].vectors, rows.vectors[:, :8])
+    assert narrow.encode_query(MODE_TEXTS).shape == (len(MODE_TEXTS), 8)
+
+
+def test_a_mode_refuses_rows_that_are_missing_or_do_not_fit(modes_model: StaticModel) -> None:
+    with pytest.raises(
+        ModelFormatError, match="mode 'query' encodes with rows 'search', which the model lacks"
+    ):
+        modes_model.with_modes(query={"rows": "search"})
+    with pytest.raises(ModelFormatError, match="a mode's rows must be a name"):
+        modes_model.with_modes(query={"rows": "a.b"})
+    assert modes_model.pieces is not None
+    short = RowSet(modes_model.vectors[:-1].astype(np.float32), modes_model.pieces.vectors)
+    with pytest.raises(ModelFormatError, match=r"row set 'search': its rows have shape \(\d+, \d+\)"):
+        modes_model.with_row_set("search", short)
+    lacking = RowSet(modes_model.vectors.astype(np.float32), None)
+    with pytest.raises(ModelFormatError, match="row set 'search': its pieces have shape None"):
+        modes_model.with_row_set("search", lacking)
 
 
 @pytest.mark.parametrize(

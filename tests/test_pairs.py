@@ -60,8 +60,9 @@ def topic(text: str) -> str:
 
 
 def recall_at_1(model: StaticModel, pairs: Pairs) -> float:
-    """Share of queries whose best-scoring positive (among all pairs') is of the query's topic."""
-    best = (model.encode(pairs.queries) @ model.encode(pairs.positives).T).argmax(axis=1)
+    """Share of queries whose best-scoring positive (among all pairs') is of the query's topic, each side
+    encoded in its mode."""
+    best = (model.encode_query(pairs.queries) @ model.encode_document(pairs.positives).T).argmax(axis=1)
     return float(
         np.mean([topic(pairs.positives[j]) == topic(q) for q, j in zip(pairs.queries, best, strict=True)])
     )
@@ -174,6 +175,17 @@ def test_training_on_pairs_lifts_retrieval_of_held_out_pairs(topic_model: Static
     assert before < 0.5 and after > 0.9, (before, after)
     assert record["pairs"] == {"topics.tsv": 800} and record["steps"] == 60
     assert trained.metadata["pairs"]["settings"]["batch_size"] == 32
+    # the trained rows are the search modes' own: encode (similarity) is the model's as it was
+    np.testing.assert_array_equal(trained.encode(held_out.queries), topic_model.encode(held_out.queries))
+    assert {mode: settings.rows for mode, settings in trained.modes.items()} == {
+        "query": "search",
+        "document": "search",
+    }
+    shared, _ = train_pairs(
+        topic_model, train, replace(FAST, hard_negatives=False, into="all"), show_progress=False
+    )
+    assert not shared.row_sets and not shared.modes
+    np.testing.assert_allclose(shared.vectors, trained.row_sets["search"].vectors, atol=1e-6)
 
 
 def anchor_loss(model: StaticModel, anchor: Anchor) -> float:
@@ -191,7 +203,7 @@ def test_the_anchor_keeps_the_teachers_similarities_while_pairs_train(topic_mode
     anchor = Anchor(sentences, teacher.encode(sentences))
     start = StaticModel(topic_model.vocab, teacher_rows.copy())
     pairs = topic_pairs(800, seed=5)
-    settings = replace(FAST, hard_negatives=False)
+    settings = replace(FAST, hard_negatives=False, into="all")  # the anchor guards rows encode shares
     loose, _ = train_pairs(start, pairs, replace(settings, anchor_weight=0.0), anchor, show_progress=False)
     held, record = train_pairs(
         start, pairs, replace(settings, anchor_weight=2.0), anchor, show_progress=False
@@ -219,14 +231,16 @@ def test_the_pieces_of_unknown_words_train_with_the_words_unless_fixed(
     pairs.queries = [q + " unhappiness" if i % 2 else q for i, q in enumerate(pairs.queries)]
     settings = replace(FAST, hard_negatives=False, max_steps=20)
     trained, _ = train_pairs(model, pairs, settings, show_progress=False)
-    assert model.pieces is not None and trained.pieces is not None
-    moved = np.abs(trained.pieces.vectors - model.pieces.vectors).max(axis=1)
+    search = trained.row_sets["search"]
+    assert model.pieces is not None and search.pieces is not None
+    moved = np.abs(search.pieces - model.pieces.vectors).max(axis=1)
     used = [PIECES.index(p) for p in ("un", "##happi", "##ness")]
     assert (moved[used] > 1e-3).all() and moved[PIECES.index("##gy")] == 0.0
     fixed, _ = train_pairs(model, pairs, replace(settings, train_pieces=False), show_progress=False)
-    assert fixed.pieces is not None
-    np.testing.assert_array_equal(fixed.pieces.vectors, model.pieces.vectors)
-    assert not np.allclose(fixed.vectors, model.vectors)
+    kept = fixed.row_sets["search"]
+    assert kept.pieces is not None
+    np.testing.assert_array_equal(kept.pieces, model.pieces.vectors)
+    assert not np.allclose(kept.vectors, model.vectors)
 
 
 def test_mined_negatives_are_the_best_bm25_hits_that_are_not_the_querys_positives() -> None:
@@ -317,7 +331,8 @@ def test_train_pairs_writes_a_model_and_bad_input_writes_nothing(
     assert trained.metadata["pairs"]["steps"] == 20 and trained.metadata["pairs"]["pairs"] == {
         "pairs.tsv": 400
     }
-    assert not np.allclose(trained.vectors, topic_model.vectors, atol=1e-3)
+    np.testing.assert_array_equal(trained.vectors, topic_model.vectors.astype(np.float16))
+    assert not np.allclose(trained.row_sets["search"].vectors, topic_model.vectors, atol=1e-3)
     assert not (tmp_path / ".search.work").exists()
 
 
@@ -367,7 +382,8 @@ def test_distill_with_pairs_trains_the_distilled_model_last_anchored_by_its_own_
     record = searched.metadata["steps"]["pairs"]
     assert record["pairs"] == {"pairs.tsv": 600} and record["steps"] == 30
     assert record["anchor_sentences"] == plain.metadata["teacher_passes"]  # the chosen and short sentences
-    assert not np.allclose(searched.vectors, plain.vectors, atol=1e-4)
+    np.testing.assert_array_equal(searched.vectors, plain.vectors)  # encode's rows: the distilled ones
+    assert not np.allclose(searched.row_sets["search"].vectors, plain.vectors, atol=1e-4)
     assert (tmp_path / ".shared.work" / "stage4").is_dir()
     with pytest.raises(InputError, match="--pairs trains the distilled model"):
         SWESettings(corpus=(str(corpus),), pairs=(str(pairs),), stages=("extract", "pca")).validate()

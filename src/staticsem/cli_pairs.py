@@ -71,6 +71,7 @@ def train_pairs(
     ] = _DEFAULT.train_pieces,
     matryoshka: Annotated[str, typer.Option("--pairs-matryoshka", help=_HELP["matryoshka"])] = "",
     per_file: Annotated[int, typer.Option("--pairs-per-file", help=_HELP["per_file"])] = _DEFAULT.per_file,
+    into: Annotated[str, typer.Option("--pairs-into", help=_HELP["into"])] = _DEFAULT.into,
     seed: Annotated[int, typer.Option(help="Seed of the split, the batches and the mining.")] = _DEFAULT.seed,
     keep_work: Annotated[bool, typer.Option(help="Keep .OUT.work (mined negatives) after success.")] = False,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
@@ -100,6 +101,7 @@ def train_pairs(
         train_pieces=train_pieces,
         matryoshka=tuple(d.strip() for d in matryoshka.split(",") if d.strip()),  # type: ignore[misc]
         per_file=per_file,
+        into=into,
         seed=seed,
     )
     settings.validate()

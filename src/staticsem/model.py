@@ -23,10 +23,10 @@ from tokenizers import Tokenizer
 
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.model_checks import check_parts
-from staticsem.modes import ModeSettings, check_modes, mode_variant, parse_mode, read_modes
+from staticsem.model_words import WordQueries
+from staticsem.modes import ModeSettings, RowSet, check_modes, mode_variant, parse_mode, read_modes
 from staticsem.ngrams import ComposedRows, NgramTable
 from staticsem.pieces import PieceTable
-from staticsem.quantize import dequantize
 from staticsem.text import UNKNOWN, WordLookup, make_splitter
 from staticsem.tokens import TokenLookup, TokenRules
 
@@ -45,7 +45,7 @@ def _set_worker_model(model: StaticModel) -> None:
     os.environ["TOKENIZERS_PARALLELISM"] = "false"  # a forked worker tokenises on its own thread
 
 
-class StaticModel:
+class StaticModel(WordQueries):
     """Vocabulary + matrix (V × D) + optional subword tokenizer + metadata.
 
     :param vocab: the words, one per matrix row, unique.
@@ -62,6 +62,7 @@ class StaticModel:
         tokenised by it (imported model2vec / sentence-transformers models); ``None`` for word-level models.
     :param normalize: whether ``encode`` L2-normalises by default.
     :param modes: how ``encode_query`` and ``encode_document`` differ from ``encode`` (``staticsem.modes``).
+    :param row_sets: rows of the modes' own, by name (``staticsem.modes.RowSet``).
     :raises ModelFormatError: when the pieces do not fit together (the message carries the numbers).
     """
 
@@ -79,6 +80,7 @@ class StaticModel:
         tokens: TokenRules | None = None,
         normalize: bool = True,
         modes: Mapping[str, ModeSettings] | None = None,
+        row_sets: Mapping[str, RowSet] | None = None,
     ) -> None:
         self.vocab = list(vocab)
         self.vectors = vectors
@@ -91,7 +93,8 @@ class StaticModel:
         self.normalize = normalize
         check_parts(self.vocab, vectors, self.scales, tokenizer, ngrams, pieces, tokens)
         self.modes = read_modes(modes)
-        check_modes(self.modes, pieces)
+        self.row_sets = dict(row_sets or {})
+        check_modes(self.modes, pieces, self.row_sets, vectors.shape)
         self._variants: dict[str, StaticModel | None] = {}  # per mode; None: encodes as this model
         try:
             self.splitter = make_splitter(splitter, tokenizer)
@@ -264,112 +267,56 @@ class StaticModel:
         a, b = self.encode([text_a, text_b], normalize=True)
         return float(a @ b)
 
-    # ------------------------------------------------------------------ word operations
-    def _unit(self) -> np.ndarray:
-        if self._unit_cache is None:
-            full = dequantize(self.vectors, self.scales)
-            norms = np.linalg.norm(full, axis=1, keepdims=True)
-            self._unit_cache = full / np.maximum(norms, np.finfo(np.float32).tiny)
-        return self._unit_cache
-
-    def _word_rows(self, word: str) -> list[int]:
-        """The rows making up ``word``: its own row, or for token-level models its pieces' rows."""
-        rows = self._lookup.rows(word)
-        if not rows:
-            raise InputError(f"word {word!r} is not in the vocabulary ({len(self)} words)")
-        return rows
-
-    def word_index(self, word: str) -> int:
-        """Vocabulary row of ``word`` by the inference rule (exact, lower-case, subword prefix; for
-        token-level models, the word's single token).
-
-        :raises InputError: when no rule finds the word, or it has no row of its own (a word with only an
-            n-gram vector, or split into several tokens).
-        """
-        rows = self._word_rows(word)
-        if len(rows) > 1:
-            raise InputError(f"word {word!r} is {len(rows)} tokens of the model's tokenizer, not one row")
-        if rows[0] >= len(self.vocab):
-            raise InputError(
-                f"word {word!r} is not in the vocabulary ({len(self)} words); it has "
-                f"{'a vector of its subword pieces' if self.pieces is not None else 'an n-gram vector'} only"
-            )
-        return rows[0]
-
-    def word_vector(self, word: str) -> np.ndarray:
-        """The float32 vector of a word: its row, the mean of its token rows, or its composed (n-gram or
-        pieces) vector."""
-        return self._rows(np.array(self._word_rows(word))).mean(axis=0, dtype=np.float32)
-
-    def _word_unit(self, word: str) -> tuple[np.ndarray, set[int]]:
-        """Unit vector of a word, and the vocabulary rows it is made of (excluded from its neighbours)."""
-        rows = self._word_rows(word)
-        own = {row for row in rows if row < len(self.vocab)}
-        if len(rows) == 1 and own:
-            return self._unit()[rows[0]], own
-        vector = self.word_vector(word)
-        return vector / max(float(np.linalg.norm(vector)), float(np.finfo(np.float32).tiny)), own
-
-    def _nearest(self, query: np.ndarray, k: int, exclude: set[int]) -> list[tuple[str, float]]:
-        if k < 1:
-            raise InputError(f"k must be positive, got {k}")
-        norm = float(np.linalg.norm(query))
-        if norm == 0.0:
-            return []
-        scores = self._unit() @ (query / norm).astype(np.float32)
-        take = min(len(scores), k + len(exclude))
-        top = np.argpartition(-scores, take - 1)[:take]
-        ranked = [int(i) for i in top[np.argsort(-scores[top], kind="stable")] if int(i) not in exclude]
-        return [(self.vocab[i], float(scores[i])) for i in ranked[:k]]
-
-    def most_similar(self, word_or_vector: str | np.ndarray, k: int = 10) -> list[tuple[str, float]]:
-        """The ``k`` vocabulary words closest (cosine) to a word (itself excluded) or to a vector."""
-        if isinstance(word_or_vector, str):
-            unit, exclude = self._word_unit(word_or_vector)
-            return self._nearest(unit, k, exclude)
-        query = np.asarray(word_or_vector, dtype=np.float32)
-        if query.shape != (self.dim,):
-            raise InputError(f"query vector has shape {query.shape}, the model has {self.dim} dims")
-        return self._nearest(query, k, set())
-
-    def analogy(self, a: str, b: str, c: str, k: int = 10) -> list[tuple[str, float]]:
-        """a : b :: c : ? by 3CosAdd (cos(x, b) − cos(x, a) + cos(x, c)), inputs excluded."""
-        (ua, xa), (ub, xb), (uc, xc) = (self._word_unit(w) for w in (a, b, c))
-        return self._nearest(ub - ua + uc, k, xa | xb | xc)
-
     # ------------------------------------------------------------------ shape and persistence
     def truncate(self, dim: int) -> StaticModel:
         """A model keeping the first ``dim`` dimensions (PCA-ordered models lose the least)."""
         if not 1 <= dim <= self.dim:
             raise InputError(f"cannot truncate {self.dim} dimensions to {dim}")
-        meta = {**self.metadata, "truncated_from": self.dim}
-        return StaticModel(
-            self.vocab,
-            np.ascontiguousarray(self.vectors[:, :dim]),
-            scales=self.scales,
-            tokenizer=self.tokenizer,
+        return self._rebuilt(
+            vectors=np.ascontiguousarray(self.vectors[:, :dim]),
             ngrams=None if self.ngrams is None else self.ngrams.truncate(dim),
             pieces=None if self.pieces is None else self.pieces.truncate(dim),
-            metadata=meta,
-            splitter=self.splitter.name,
-            tokens=self.tokens,
-            normalize=self.normalize,
-            modes=self.modes,
+            metadata={**self.metadata, "truncated_from": self.dim},
+            row_sets={name: rows.truncate(dim) for name, rows in self.row_sets.items()},
         )
 
     def with_pieces(self, pieces: PieceTable) -> StaticModel:
         """This word-level model with ``pieces`` as its table of subword pieces (in place of any)."""
-        return StaticModel(
-            self.vocab,
-            self.vectors,
-            scales=self.scales,
-            tokenizer=pieces.tokenizer,
+        return self._rebuilt(tokenizer=pieces.tokenizer, pieces=pieces, ngrams=None, tokens=None)
+
+    def with_rows(self, vectors: np.ndarray | None, pieces: PieceTable | None) -> StaticModel:
+        """This model encoding with ``vectors`` as its word rows (``None``: its own) and ``pieces``, without
+        modes (a mode's variant, ``staticsem.modes.mode_variant``)."""
+        own = vectors is None
+        return self._rebuilt(
+            vectors=self.vectors if own else vectors,
+            scales=self.scales if own else None,
             pieces=pieces,
-            metadata=self.metadata,
-            splitter=self.splitter.name,
-            normalize=self.normalize,
-            modes=self.modes,
+            modes=None,
+            row_sets=None,
         )
+
+    def with_row_set(self, name: str, rows: RowSet) -> StaticModel:
+        """This model holding ``rows`` as row set ``name`` (in place of any), for modes to encode with."""
+        return self._rebuilt(row_sets={**self.row_sets, name: rows})
+
+    def _rebuilt(self, **changes: Any) -> StaticModel:
+        """A new model of this one's parts, ``changes`` (constructor arguments) in place of some."""
+        parts: dict[str, Any] = {
+            "vectors": self.vectors,
+            "scales": self.scales,
+            "tokenizer": self.tokenizer,
+            "ngrams": self.ngrams,
+            "pieces": self.pieces,
+            "metadata": self.metadata,
+            "splitter": self.splitter.name,
+            "tokens": self.tokens,
+            "normalize": self.normalize,
+            "modes": self.modes,
+            "row_sets": self.row_sets,
+        }
+        parts.update(changes)
+        return StaticModel(self.vocab, **parts)
 
     def with_modes(
         self,
@@ -380,7 +327,7 @@ class StaticModel:
         1.0})`` (no retraining; see ``staticsem.modes``); a mode left ``None`` encodes as ``encode``."""
         model = copy.copy(self)
         model.modes = read_modes({"query": query, "document": document})
-        check_modes(model.modes, self.pieces)
+        check_modes(model.modes, self.pieces, self.row_sets, self.vectors.shape)
         model.metadata, model._variants = dict(self.metadata), {}
         return model
 

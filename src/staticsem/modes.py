@@ -7,17 +7,26 @@ settings under ``modes``, only those a mode changes::
 
     "modes": {"query": {"piece_weight": 1.0}, "document": {"piece_weight": 1.0}}
 
-``piece_weight`` replaces the pieces' weight (``PieceTable.weight``) in that mode. A mode without settings
-(and every mode of a model without ``modes``) encodes exactly as ``encode``. A reader refuses a mode or a
-setting it does not know, naming it, rather than encode without it: a later staticsem can add settings
-(term weights, rows of a mode's own) and older files still read the same.
+``piece_weight`` replaces the pieces' weight (``PieceTable.weight``) in that mode. ``rows`` names a set of
+rows of the modes' own (a ``RowSet``: one row per word and per piece, stored beside the model's as
+``rows.NAME`` and ``rows.NAME.pieces``), e.g. rows trained on query→passage pairs
+(``staticsem train-pairs``) while ``encode`` keeps the distilled ones for similarity::
+
+    "modes": {"query": {"rows": "search", "piece_weight": 0.75}, "document": {"rows": "search", ...}}
+
+A mode without settings (and every mode of a model without ``modes``) encodes exactly as ``encode``. A
+reader refuses a mode or a setting it does not know, naming it, rather than encode without it: a later
+staticsem can add settings (term weights) and older files still read the same.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import numpy as np
 
 from staticsem.errors import InputError, ModelFormatError
 
@@ -25,6 +34,7 @@ if TYPE_CHECKING:
     from staticsem.pieces import PieceTable
 
 MODES = ("query", "document")
+ROW_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ALIASES = {"search_query": "query", "search_document": "document"}  # Cohere's and Nomic's names
 
 
@@ -37,8 +47,13 @@ class ModeSettings:
     """
 
     piece_weight: float | None = None
+    rows: str | None = None
 
     def __post_init__(self) -> None:
+        if self.rows is not None and (not isinstance(self.rows, str) or not ROW_NAME.fullmatch(self.rows)):
+            raise ModelFormatError(
+                f"a mode's rows must be a name of letters, digits, _ or -, got {self.rows!r}"
+            )
         weight = self.piece_weight
         if weight is None:
             return
@@ -108,13 +123,50 @@ def modes_config(modes: Modes) -> dict[str, dict[str, Any]]:
     return {mode: modes[mode].config() for mode in MODES if mode in modes}
 
 
-def check_modes(modes: Modes, pieces: PieceTable | None) -> None:
-    """Raise ``ModelFormatError`` when a mode sets what the model lacks (a piece weight without pieces)."""
+@dataclass(frozen=True)
+class RowSet:
+    """Rows of the modes' own: ``vectors`` one per word (V × D, float32 or float16), ``pieces`` one per
+    subword piece for models with pieces (else ``None``)."""
+
+    vectors: np.ndarray
+    pieces: np.ndarray | None = None
+
+    def truncate(self, dim: int) -> RowSet:
+        """The rows keeping the first ``dim`` dimensions."""
+        cut = None if self.pieces is None else np.ascontiguousarray(self.pieces[:, :dim])
+        return RowSet(np.ascontiguousarray(self.vectors[:, :dim]), cut)
+
+
+def check_modes(
+    modes: Modes,
+    pieces: PieceTable | None,
+    row_sets: Mapping[str, RowSet] | None = None,
+    shape: tuple[int, int] | None = None,
+) -> None:
+    """Raise ``ModelFormatError`` when a mode sets what the model lacks (a piece weight without pieces, a
+    row set it does not hold) or a row set does not fit the model (``shape``: its words × dims)."""
     if pieces is None and any(s.piece_weight is not None for s in modes.values()):
         raise ModelFormatError(
             "a mode sets piece_weight but the model has no subword pieces (SWE models with "
             "--fallback pieces have them)"
         )
+    row_sets = row_sets or {}
+    for mode, settings in modes.items():
+        if settings.rows is not None and settings.rows not in row_sets:
+            raise ModelFormatError(
+                f"mode {mode!r} encodes with rows {settings.rows!r}, which the model lacks"
+            )
+    for name, rows in row_sets.items():
+        want = {
+            "rows": shape,
+            "pieces": None if pieces is None else (len(pieces.vectors), pieces.vectors.shape[1]),
+        }
+        for part, array in (("rows", rows.vectors), ("pieces", rows.pieces)):
+            got = None if array is None else array.shape
+            if got != want[part] or (array is not None and not np.isfinite(array).all()):
+                raise ModelFormatError(
+                    f"row set {name!r}: its {part} have shape {got} (finite), the model needs {want[part]}"
+                )
 
 
 def describe_modes(modes: Modes) -> str:
@@ -122,10 +174,14 @@ def describe_modes(modes: Modes) -> str:
     if not modes:
         return "none (queries and documents encode as encode)"
     return "; ".join(
-        f"{mode}: " + ", ".join(f"{key} {value:g}" for key, value in modes[mode].config().items())
+        f"{mode}: " + ", ".join(f"{key} {_shown(value)}" for key, value in modes[mode].config().items())
         for mode in MODES
         if mode in modes
     )
+
+
+def _shown(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def encoder_for(encoder: Any, mode: str | None) -> Callable[[list[str]], Any]:
@@ -143,20 +199,30 @@ class _Moded(Protocol):
     def modes(self) -> Mapping[str, ModeSettings]: ...
 
     @property
+    def row_sets(self) -> Mapping[str, RowSet]: ...
+
+    @property
     def pieces(self) -> PieceTable | None: ...
 
-    def with_pieces(self: Model, pieces: PieceTable) -> Model: ...
+    def with_rows(self: Model, vectors: np.ndarray | None, pieces: PieceTable | None) -> Model: ...
 
 
 Model = TypeVar("Model", bound=_Moded)
 
 
 def mode_variant(model: Model, mode: str) -> Model | None:
-    """A model sharing ``model``'s rows that encodes as ``mode``; ``None`` when ``mode`` changes nothing."""
+    """A model encoding as ``mode`` (its rows or piece weight in place of ``model``'s, the rest shared);
+    ``None`` when ``mode`` changes nothing."""
     from staticsem.pieces import PieceTable
 
     settings, pieces = model.modes.get(mode), model.pieces
-    if settings is None or pieces is None or settings.piece_weight in (None, pieces.weight):
+    if settings is None:
         return None
-    assert settings.piece_weight is not None
-    return model.with_pieces(PieceTable(pieces.vectors, pieces.tokenizer, settings.piece_weight))
+    rows = None if settings.rows is None else model.row_sets[settings.rows]
+    if pieces is not None and (rows is not None or settings.piece_weight not in (None, pieces.weight)):
+        weight = pieces.weight if settings.piece_weight is None else settings.piece_weight
+        table = pieces.vectors if rows is None or rows.pieces is None else rows.pieces
+        pieces = PieceTable(table, pieces.tokenizer, weight)
+    elif rows is None:
+        return None
+    return model.with_rows(None if rows is None else rows.vectors, pieces)

@@ -230,7 +230,14 @@ def _pairs_text(meta: dict[str, Any]) -> str | None:
         return None
     files = ", ".join(f"{name} ({count:,})" for name, count in record["pairs"].items())
     anchor = record.get("anchor_sentences", 0)
-    return f"{files}; {record.get('steps', 0):,} steps, anchored by {anchor:,} teacher-embedded sentences"
+    held = f", anchored by {anchor:,} teacher-embedded sentences" if anchor else ""
+    into = _mapping(record.get("settings")).get("into", "all")
+    where = (
+        "; the rows of encode_query and encode_document (encode keeps the distilled rows)"
+        if into == "modes"
+        else ""
+    )
+    return f"{files}; {record.get('steps', 0):,} steps{held}{where}"
 
 
 def _duration(seconds: float) -> str:

@@ -7,7 +7,8 @@ buckets, lowercase). SWE models with learned subword pieces add a ``pieces`` ten
 ``tokenizer.json``) and a ``subwords`` entry of type ``pieces`` (count, weight). Either table is stored as
 the matrix's dtype, except for int8 models: float16 (one scale per row would cost as much as the int8
 savings, and unknown words are rare). A ``modes`` entry holds the settings of ``encode_query`` and
-``encode_document`` where they differ from ``encode`` (``staticsem.modes``).
+``encode_document`` where they differ from ``encode`` (``staticsem.modes``); rows of the modes' own are
+tensors ``rows.NAME`` (V × D) and ``rows.NAME.pieces``, stored as the pieces are.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from staticsem.errors import ModelFormatError
 from staticsem.io.common import naming, read_json, read_safetensors, read_tokenizer
 from staticsem.model import StaticModel
-from staticsem.modes import read_modes
+from staticsem.modes import RowSet, read_modes
 from staticsem.ngrams import NgramTable
 from staticsem.pieces import KIND as PIECES
 from staticsem.pieces import PieceTable
@@ -59,4 +60,13 @@ def load(path: Path) -> StaticModel:
             tokens=TokenRules.from_config(config["token_encoding"]) if "token_encoding" in config else None,
             normalize=bool(config.get("normalize", True)),
             modes=read_modes(config.get("modes")),
+            row_sets=_row_sets(tensors),
         )
+
+
+def _row_sets(tensors: dict[str, np.ndarray]) -> dict[str, RowSet]:
+    """The ``rows.NAME`` (and ``rows.NAME.pieces``) tensors as row sets by name."""
+    names = [
+        key[len("rows.") :] for key in tensors if key.startswith("rows.") and not key.endswith(".pieces")
+    ]
+    return {name: RowSet(tensors[f"rows.{name}"], tensors.get(f"rows.{name}.pieces")) for name in names}

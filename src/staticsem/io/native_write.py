@@ -20,7 +20,7 @@ from staticsem.version import __version__
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from staticsem.modes import ModeSettings
+    from staticsem.modes import ModeSettings, RowSet
     from staticsem.ngrams import NgramTable
     from staticsem.pieces import PieceTable
     from staticsem.text import WordSplitter
@@ -44,6 +44,7 @@ class SavedModel(Protocol):
     tokens: TokenRules | None
     normalize: bool
     modes: dict[str, ModeSettings]
+    row_sets: dict[str, RowSet]
 
     @property
     def dim(self) -> int: ...
@@ -73,6 +74,10 @@ def save(
     for name, table in (("ngrams", model.ngrams), ("pieces", model.pieces)):
         if table is not None:
             tensors[name] = quantize(table.vectors, table_dtype)[0]
+    for name, rows in model.row_sets.items():
+        tensors[f"rows.{name}"] = quantize(rows.vectors, table_dtype)[0]
+        if rows.pieces is not None:
+            tensors[f"rows.{name}.pieces"] = quantize(rows.pieces, table_dtype)[0]
     config: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,

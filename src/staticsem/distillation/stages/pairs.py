@@ -7,7 +7,9 @@ asks several questions of one paragraph) share its column, and another positive 
 masked: neither is ever a negative. With ``matryoshka`` the loss is the mean over the leading dimensions
 given and the full width. The anchor is stage 3a's distillation objective on the teacher's embeddings of a
 build's sentences (its work folder, or a corpus the teacher encodes), weighted beside the pairs in every
-step, so sentence similarity holds while retrieval improves.
+step, so sentence similarity holds while retrieval improves. By default (``into='modes'``) the trained rows
+become the ``search`` row set of ``encode_query`` and ``encode_document`` (``staticsem.modes``) and
+``encode`` keeps the model's own: similarity cannot be spent at all, and the anchor is optional.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from staticsem.distillation.stages.training import Objective, train_table
 from staticsem.errors import InputError
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
+from staticsem.modes import MODES, RowSet
 
 logger = logging.getLogger(__name__)
 
@@ -245,8 +248,21 @@ def train_pairs(
         "anchor_sentences": 0 if anchor is None else len(anchor.sentences),
         "settings": asdict(settings),
     }
+    if settings.into == "modes":
+        trained = with_search_rows(model, trained)
     trained.metadata = {**model.metadata, "pairs": record}
     return trained, record
+
+
+def with_search_rows(model: StaticModel, trained: StaticModel, name: str = "search") -> StaticModel:
+    """``model`` with ``trained``'s rows as the query and document modes' own (``encode`` unchanged; each
+    mode keeps its other settings)."""
+    pieces = None if trained.pieces is None else np.asarray(trained.pieces.vectors, np.float32)
+    rows = RowSet(np.asarray(trained.vectors, np.float32), pieces)
+    settings = {
+        mode: {**(model.modes[mode].config() if mode in model.modes else {}), "rows": name} for mode in MODES
+    }
+    return model.with_row_set(name, rows).with_modes(**settings)
 
 
 def table_digest(model: StaticModel) -> str:

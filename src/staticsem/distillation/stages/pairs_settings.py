@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from staticsem.distillation.method import setting
 from staticsem.errors import InputError
 
+INTO = ("modes", "all")
+
 
 @dataclass(frozen=True)
 class PairsSettings:
@@ -36,6 +38,11 @@ class PairsSettings:
         comma=True,
     )
     per_file: int = setting(0, "At most this many pairs from each file (0: all).")
+    into: str = setting(
+        "modes",
+        "Where the trained rows go: 'modes' (rows of encode_query/encode_document's own; encode keeps the "
+        "model's, so similarity holds) or 'all' (they replace the model's rows).",
+    )
     seed: int = setting(0, "Set from the run's seed.", hidden=True)
 
     def __post_init__(self) -> None:  # the CLI gives comma-separated dimensions as strings
@@ -61,5 +68,7 @@ class PairsSettings:
                 "--pairs-anchor-weight, --pairs-max-steps and --pairs-per-file take values >= 0, "
                 "--pairs-mine-depth >= 1"
             )
+        if self.into not in INTO:
+            raise InputError(f"--pairs-into takes {' or '.join(INTO)}, got {self.into!r}")
         if dim is not None and any(not 1 <= d <= dim for d in self.matryoshka):
             raise InputError(f"--pairs-matryoshka dimensions must be within 1..{dim}, got {self.matryoshka}")
