@@ -134,7 +134,7 @@ def test_the_card_shows_the_search_modes_and_the_pairs_training_the_folder_holds
     assert "encode keeps the distilled rows" not in text  # trained into every mode (no 'into' recorded)
     modes_model.metadata["pairs"] = {"pairs": {"a.tsv": 9}, "steps": 5, "settings": {"into": "modes"}}
     into_modes = card.render(modes_model.save(tmp_path / "into-modes"))
-    assert "| trained on pairs | a.tsv (9); 5 steps; the rows of encode_query and encode_document" in into_modes
+    assert "| a.tsv (9); 5 steps; the rows of encode_query and encode_document (encode keeps" in into_modes
     snippet = next(block for block in code_blocks(text, "python") if "encode_query" in block)
     scope: dict[str, Any] = {}
     exec(snippet, scope)  # noqa: S102  # the card's own code
