@@ -11,8 +11,9 @@ anchor: the chosen and short sentences with the teacher's embeddings) and change
 - ``modes``: no training; ``encode_query`` / ``encode_document`` with the pieces at weight ``--mode-weight``
   (``encode`` keeps the model's 0.5); ``+weight=0.75`` sets it for one run (pairs runs too);
 - ``pairs``: ``train-pairs`` on the pairs files (default: SQuAD, arXiv, MedQuAD) with its defaults
-  (BM25-mined hard negatives, batch 256, 2,000 steps, the KD anchor at weight 1, pieces trained), then the
-  modes; any ``PairsSettings`` field changes it (``pairs+anchor_weight=0``, ``+batch_size=1024``,
+  (BM25-mined hard negatives, batch 256, early stopping within 6,000 steps, no anchor, pieces trained, the
+  rows into the search modes: ``encode`` keeps the model's), then the modes; any ``PairsSettings`` field
+  changes it (``pairs+anchor_weight=1+into=all``, ``+batch_size=1024``,
   ``+hard_negatives=false``, ``+train_pieces=false``, ``+max_steps=4000``, ``+matryoshka=64``);
 - ``sources=squad.arxiv``: only these pairs files (``-`` separated names as given in --pairs-dir: ``squad``,
   ``arxiv``, ``medquad``, ``wordnet``).

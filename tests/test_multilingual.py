@@ -212,6 +212,20 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     assert drawn == short_counts(targets["short"], chosen), (drawn, chosen)
     assert drawn["sv"] > 0 and drawn["de"] > 0 and drawn["en"] > 0
     np.testing.assert_allclose(np.linalg.norm(saved.encode(["zdog qdog dog"]), axis=1), 1.0, rtol=1e-5)
+    # the languages are aligned last: the model is the aligned stage 3, fitted on each language's sentences
+    assert model.metadata["steps"]["align"]["sentences"] == chosen
+    np.testing.assert_array_equal(saved.vectors, staticsem.load(work / "aligned").vectors)
+    passes = teacher.sentences
+    plain = Pipeline(
+        settings(three, fallback="pieces", kd_short=120, align_languages=False),
+        three / "plain",
+        teacher=teacher,  # type: ignore[arg-type]
+        show_progress=False,
+        work_dir=work,
+    ).run(dtype="float32")
+    assert teacher.sentences == passes and "align" not in plain.metadata["steps"]  # every step reused
+    np.testing.assert_array_equal(plain.vectors, staticsem.load(work / "stage3").vectors)
+    assert not np.allclose(plain.vectors, saved.vectors, atol=1e-3)
 
 
 def targets_short(folder: Path) -> int:

@@ -353,7 +353,9 @@ def test_distill_with_pairs_trains_the_distilled_model_last_anchored_by_its_own_
     pairs = write(tmp_path / "pairs.tsv", lines)
     teacher = FakeTeacher(subword_tokenizer)  # type: ignore[arg-type]
     training = KDSettings(lr=1e-2, batch_size=32, eval_every=10, patience=5, max_steps=100, dev_size=100)
-    quick = PairsSettings(batch_size=32, max_steps=30, eval_every=10, dev_size=40, hard_negatives=True)
+    quick = PairsSettings(
+        batch_size=32, max_steps=30, eval_every=10, dev_size=40, hard_negatives=True, anchor_weight=1.0
+    )
 
     def build(out: str, **changes: object) -> StaticModel:
         base: dict[str, object] = {

@@ -245,7 +245,7 @@ def train_pairs(
         "pairs": pairs.counts(),
         "dropped": dict(pairs.dropped),
         "skipped_unknown": skipped,
-        "anchor_sentences": 0 if anchor is None else len(anchor.sentences),
+        "anchor_sentences": len(anchor.sentences) if len(objectives) > 1 and anchor is not None else 0,
         "settings": asdict(settings),
     }
     if settings.into == "modes":

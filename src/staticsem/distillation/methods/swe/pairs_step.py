@@ -32,14 +32,16 @@ def pairs_key(settings: SWESettings, kd_key: str) -> str:
     )
 
 
-def pairs_step(folder: Path, settings: SWESettings, progress: bool) -> dict[str, Any]:
-    """Train ``stage3`` of the work ``folder`` on the pairs into ``stage4``; the record of the step."""
+def pairs_step(folder: Path, source: str, settings: SWESettings, progress: bool) -> dict[str, Any]:
+    """Train the model in ``source`` (``stage3``, or the aligned one) of the work ``folder`` on the pairs
+    into ``stage4``; the record of the step."""
     from staticsem.distillation.corpus.pairs import read_pairs_files
     from staticsem.distillation.stages.pairs import Anchor, train_pairs
 
     training = _training(settings)
     pairs = read_pairs_files(settings.pairs, settings.exclude, training.per_file or None)
-    stage3 = load(folder / "stage3")
-    trained, record = train_pairs(stage3, pairs, training, Anchor.from_work(folder), folder, progress)
+    trained, record = train_pairs(
+        load(folder / source), pairs, training, Anchor.from_work(folder), folder, progress
+    )
     trained.save(folder / "stage4", dtype="float32")
     return {k: v for k, v in record.items() if k != "settings"}

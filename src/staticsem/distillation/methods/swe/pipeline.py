@@ -24,15 +24,13 @@ from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.corpus.languages import needs_subword
 from staticsem.distillation.corpus.parallel import read_pairs
 from staticsem.distillation.corpus.reading import (
-    CorpusOptions,
     fingerprint_sources,
-    iter_sentences,
 )
 from staticsem.distillation.corpus.sampling import missing_words, select_sentences
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.languages import (
+    align_step,
     run_languages,
-    short_sentences,
     vocabulary_shares,
 )
 from staticsem.distillation.methods.swe.pairs_step import pairs_key, pairs_step
@@ -51,6 +49,7 @@ from staticsem.distillation.methods.swe.settings import (
     for_teacher,
     with_splitter,
 )
+from staticsem.distillation.methods.swe.targets import targets_step
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
 from staticsem.distillation.stages.extract import extract
@@ -64,7 +63,7 @@ from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
-STAGE_FOLDERS = {"extract": "stage1", "pca": "stage2", "kd": "stage3", "pairs": "stage4"}
+STAGE_FOLDERS = {"extract": "stage1", "pca": "stage2", "kd": "stage3", "align": "aligned", "pairs": "stage4"}
 EXTRA_PASSES = (("targets", "teacher_passes"), ("pieces", "pieces"))  # teacher passes beside stage 1's
 
 
@@ -177,8 +176,17 @@ class Pipeline(StepRun):
         # a setting added later counts only when used, so keys of runs made without it stay as they were
         settings = {k: v for k, v in asdict(s.kd).items() if k != "average" or v}
         kd = fingerprint({"pca": pca, "kd": settings, **objective})
-        trained = {"pairs": pairs_key(s, kd)} if s.pairs else {}
-        return {**keys, "pca": pca, "kd": kd, **trained}
+        keys.update({"pca": pca, "kd": kd})
+        if self.aligns():
+            last = keys[s.stages[-1]]
+            keys["align"] = fingerprint({"last": last, "sentences": s.align_sentences, "seed": s.seed})
+        if s.pairs:
+            keys["pairs"] = pairs_key(s, keys["align"] if self.aligns() else kd)
+        return keys
+
+    def aligns(self) -> bool:
+        """Whether the languages are aligned after the last stage (an SWE build of several)."""
+        return bool(self.subruns) and self.method == "swe" and self.settings.align_languages
 
     def _pair_prints(self) -> list[Any]:
         return [p["sha256"] for p in fingerprint_sources(self.settings.parallel)]
@@ -192,9 +200,9 @@ class Pipeline(StepRun):
         for step in ("pieces", "targets"):  # what the training step uses, just before it
             if step in self.keys:
                 later = (*later[:-1], step, later[-1])
-        last = ("pairs",) if "pairs" in self.keys else ()
+        last = tuple(step for step in ("align", "pairs") if step in self.keys)
         self.run_steps((*first, *later, *last), self.keys)
-        final = last[0] if last else self.settings.stages[-1]
+        final = last[-1] if last else self.settings.stages[-1]
         model = load(self.work.folder / STAGE_FOLDERS[final])
         if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
             model = with_search_modes(model, self.settings.piece_weight, self.settings.search_piece_weight)
@@ -265,52 +273,7 @@ class Pipeline(StepRun):
         }
 
     def _targets(self) -> dict[str, Any]:
-        """Teacher embeddings of the KD-only corpus's sentences (those not chosen already): one pass each,
-        resumable like stage 1, no word states."""
-        s, chosen, excluded = self.settings, set(self.chosen["sentences"]), dict[str, int]()
-        options = CorpusOptions(s.min_words, s.max_words, exclude=s.exclude)
-        sentences = [t for t in iter_sentences(s.kd_corpus, options, excluded) if t not in chosen]
-        short: list[str] = []
-        if count := s.short_count(len(chosen)):
-            runs = self.subruns or {"": self}
-            short = short_sentences(runs, count, chosen | set(sentences), self.settings.seed)
-            sentences += short
-        if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
-            empty = np.zeros((0, self.teacher.hidden_size), np.float32)
-            save_tensors(self.work.folder / "targets.safetensors", {"embeddings": empty})
-            return {"sentences": [], "teacher_passes": 0, "words": [], "new_words": 0, "short": 0}
-        if not sentences:
-            raise InputError(
-                f"--kd-corpus / --kd-short: no new sentence of {s.min_words} to {s.max_words} words"
-            )
-        new = self._missing_words(sentences) if s.kd_corpus_words else []
-        partial = self.work.folder / f"targets-{self.keys['targets']}.partial.safetensors"
-        result = (self.scale.extract if self.scale else extract)(
-            self.teacher,
-            sentences,
-            new,
-            lowercase=self.teacher.lowercases,
-            batch_size=s.batch_size,
-            checkpoint=partial,
-            save_every=self.save_every,
-            show_progress=self.progress,
-            splitter=self.splitter,
-        )
-        seen = np.flatnonzero(result.counts > 0)
-        tensors = {"embeddings": result.embeddings}
-        if len(seen):
-            tensors["word_vectors"] = result.vectors()[seen]
-        save_tensors(self.work.folder / "targets.safetensors", tensors)
-        partial.unlink(missing_ok=True)
-        words = [new[i] for i in seen]
-        return {
-            "sentences": sentences,
-            "teacher_passes": result.passes,
-            "words": words,
-            "new_words": len(words),
-            "short": len(short),
-            **({"excluded": excluded} if s.exclude and s.kd_corpus else {}),
-        }
+        return targets_step(self)
 
     def _missing_words(self, sentences: list[str]) -> list[str]:
         """Words of ``sentences`` seen ``kd_corpus_words`` times or more that stage 1 lacks."""
@@ -374,8 +337,13 @@ class Pipeline(StepRun):
         trained.save(self.work.folder / "stage3", dtype="float32")
         return {"objective": s.objective, **stats}
 
+    def _align(self) -> dict[str, Any]:
+        source = self.work.folder / STAGE_FOLDERS[self.settings.stages[-1]]
+        return align_step(self, source, self.work.folder / STAGE_FOLDERS["align"])
+
     def _pairs(self) -> dict[str, Any]:
-        return pairs_step(self.work.folder, self.settings, self.progress)
+        source = STAGE_FOLDERS["align" if self.aligns() else "kd"]
+        return pairs_step(self.work.folder, source, self.settings, self.progress)
 
     # ------------------------------------------------------------------ outputs
     def _metadata(self) -> dict[str, Any]:

@@ -1,0 +1,61 @@
+"""SWE's targets step: the teacher's embeddings of the sentences only distillation reads (``--kd-corpus``
+and the short sentences), one pass each, resumable like stage 1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
+from staticsem.distillation.methods.swe.languages import short_sentences
+from staticsem.distillation.stages.extract import extract
+from staticsem.errors import InputError
+from staticsem.io.atomic import save_tensors
+
+
+def targets_step(pipeline: Any) -> dict[str, Any]:
+    """The targets step of an SWE ``pipeline``: the teacher's embeddings of the KD-only corpus's sentences
+    (those not chosen already) and the short ones; no word states but those of new words."""
+    s, chosen, excluded = pipeline.settings, set(pipeline.chosen["sentences"]), dict[str, int]()
+    options = CorpusOptions(s.min_words, s.max_words, exclude=s.exclude)
+    sentences = [t for t in iter_sentences(s.kd_corpus, options, excluded) if t not in chosen]
+    short: list[str] = []
+    if count := s.short_count(len(chosen)):
+        runs = pipeline.subruns or {"": pipeline}
+        short = short_sentences(runs, count, chosen | set(sentences), pipeline.settings.seed)
+        sentences += short
+    if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
+        empty = np.zeros((0, pipeline.teacher.hidden_size), np.float32)
+        save_tensors(pipeline.work.folder / "targets.safetensors", {"embeddings": empty})
+        return {"sentences": [], "teacher_passes": 0, "words": [], "new_words": 0, "short": 0}
+    if not sentences:
+        raise InputError(f"--kd-corpus / --kd-short: no new sentence of {s.min_words} to {s.max_words} words")
+    new = pipeline._missing_words(sentences) if s.kd_corpus_words else []
+    partial = pipeline.work.folder / f"targets-{pipeline.keys['targets']}.partial.safetensors"
+    result = (pipeline.scale.extract if pipeline.scale else extract)(
+        pipeline.teacher,
+        sentences,
+        new,
+        lowercase=pipeline.teacher.lowercases,
+        batch_size=s.batch_size,
+        checkpoint=partial,
+        save_every=pipeline.save_every,
+        show_progress=pipeline.progress,
+        splitter=pipeline.splitter,
+    )
+    seen = np.flatnonzero(result.counts > 0)
+    tensors = {"embeddings": result.embeddings}
+    if len(seen):
+        tensors["word_vectors"] = result.vectors()[seen]
+    save_tensors(pipeline.work.folder / "targets.safetensors", tensors)
+    partial.unlink(missing_ok=True)
+    words = [new[i] for i in seen]
+    return {
+        "sentences": sentences,
+        "teacher_passes": result.passes,
+        "words": words,
+        "new_words": len(words),
+        "short": len(short),
+        **({"excluded": excluded} if s.exclude and s.kd_corpus else {}),
+    }

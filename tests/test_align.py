@@ -1,0 +1,79 @@
+"""Aligning a model's languages (``stages.align``): per-language maps onto the teacher's space, baked into
+the rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from staticsem import StaticModel
+from staticsem.distillation.stages.align import (
+    Affine,
+    LanguageSample,
+    align_rows,
+    fit_language_maps,
+    language_shares,
+)
+from staticsem.errors import InputError
+
+CONCEPTS, DIM, TEACHER_DIM = 30, 8, 12
+
+
+def translated(seed: int = 0) -> tuple[StaticModel, dict[str, LanguageSample], list[tuple[str, str]]]:
+    """Two languages naming the same concepts (``a3`` and ``b3``): language b's rows are a's turned,
+    scaled and moved; the teacher embeds a sentence by its concepts alone, whatever the language."""
+    rng = np.random.default_rng(seed)
+    concepts = rng.normal(size=(CONCEPTS, DIM))
+    turn = np.linalg.qr(rng.normal(size=(DIM, DIM)))[0] * rng.uniform(0.5, 2.0, size=DIM)
+    rows = np.vstack([concepts + 0.8, concepts @ turn - 1.5]).astype(np.float32)
+    vocab = [f"a{i}" for i in range(CONCEPTS)] + [f"b{i}" for i in range(CONCEPTS)]
+    model = StaticModel(vocab, rows)
+    embed = rng.normal(size=(DIM, TEACHER_DIM))
+    picks = [rng.choice(CONCEPTS, 4, replace=False) for _ in range(900)]
+    targets = np.array([concepts[p].mean(axis=0) @ embed + 3.0 for p in picks])
+    samples = {
+        lang: LanguageSample([" ".join(f"{lang}{i}" for i in p) for p in picks[:600]], targets[:600])
+        for lang in ("a", "b")
+    }
+    tests = [(" ".join(f"a{i}" for i in p), " ".join(f"b{i}" for i in p)) for p in picks[600:]]
+    return model, samples, tests
+
+
+def agreement(model: StaticModel, pairs: list[tuple[str, str]]) -> float:
+    """Mean cosine of each sentence and its translation."""
+    a = model.encode([x for x, _ in pairs])
+    b = model.encode([y for _, y in pairs])
+    return float((a * b).sum(axis=1).mean())
+
+
+def test_aligned_rows_bring_translations_together() -> None:
+    model, samples, tests = translated()
+    maps = fit_language_maps(model, samples, components=0)  # the maps are exact here: nothing removed
+    counts = {lang: {f"{lang}{i}": 10 for i in range(CONCEPTS)} for lang in ("a", "b")}
+    aligned = align_rows(model, maps, language_shares(model.vocab, counts))
+    before, after = agreement(model, tests), agreement(aligned, tests)
+    assert before < 0.5 and after > 0.99, (before, after)
+    assert aligned.dim == model.dim and aligned.vocab == model.vocab
+    # the rows carry the maps: a language-a sentence encodes as its map of the unaligned mean
+    sentence = tests[0][0]
+    mapped = maps["a"](model.encode([sentence], normalize=False).astype(np.float64))
+    np.testing.assert_allclose(
+        aligned.encode([sentence]), mapped / np.linalg.norm(mapped), rtol=1e-4, atol=1e-5
+    )
+
+
+def test_a_word_of_several_languages_takes_their_maps_by_its_share_of_each() -> None:
+    counts = {"en": {"a": 3, "man": 1}, "de": {"man": 1, "die": 3}}
+    shares = language_shares(["man", "die", "a", "zzz"], counts)
+    np.testing.assert_allclose(shares, [[0.5, 0.5], [0.0, 1.0], [1.0, 0.0], [0.5, 0.5]])
+    maps = {"en": Affine(np.eye(2), np.zeros(2)), "de": Affine(-np.eye(2), np.ones(2))}
+    model = StaticModel(["man", "die", "a", "zzz"], np.array([[1, 2], [1, 2], [1, 2], [3, 4]], np.float32))
+    aligned = align_rows(model, maps, shares)
+    np.testing.assert_allclose(aligned.vectors, [[0.5, 0.5], [0, -1], [1, 2], [0.5, 0.5]])
+
+
+def test_a_language_with_too_few_sentences_cannot_fit_a_map() -> None:
+    model, samples, _ = translated()
+    few = LanguageSample(samples["b"].sentences[:5], samples["b"].targets[:5])
+    with pytest.raises(InputError, match="b: 5 sentences .* cannot fit a map of 8 dimensions"):
+        fit_language_maps(model, {"a": samples["a"], "b": few})
