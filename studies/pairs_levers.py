@@ -41,6 +41,7 @@ from typing import Any
 
 import _benchmarks  # noqa: F401  (puts benchmarks/ on the path)
 from _benchmarks import STS_FILES
+from staticsem.modes import MODES
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {
@@ -171,14 +172,20 @@ def main() -> None:
             )
             if args.save:
                 model.save(args.save / spec.replace("=", "-").replace("+", "_"))
-        modes = {"piece_weight": weight}
-        moded = model if model.pieces is None else model.with_modes(query=modes, document=modes)
-        record.update(scores(moded, model))
+        record.update(scores(at_weight(model, weight), model.with_modes()))
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
         results[spec] = record
         print(f"{spec}: {json.dumps(record)}", flush=True)
         save(args.output, results)
     save(args.output, results)
+
+
+def at_weight(model: Any, weight: float) -> Any:
+    """``model`` with both search modes' pieces at ``weight``, their other settings (own rows) kept."""
+    if model.pieces is None:
+        return model
+    kept = {mode: model.modes[mode].config() if mode in model.modes else {} for mode in MODES}
+    return model.with_modes(**{mode: {**kept[mode], "piece_weight": weight} for mode in MODES})
 
 
 def peer_scores(peer: str, args: argparse.Namespace, scores: Scores) -> dict[str, float]:
