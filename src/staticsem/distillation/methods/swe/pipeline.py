@@ -185,8 +185,16 @@ class Pipeline(StepRun):
         return keys
 
     def aligns(self) -> bool:
-        """Whether the languages are aligned after the last stage (an SWE build of several)."""
-        return bool(self.subruns) and self.method == "swe" and self.settings.align_languages
+        """Whether the languages are aligned after the last stage: an SWE build of several, through PCA,
+        without parallel pairs (contrastive training aligns them its own way)."""
+        s = self.settings
+        return (
+            bool(self.subruns)
+            and self.method == "swe"
+            and s.align_languages
+            and s.objective == "kd"
+            and ("pca" in s.stages)
+        )
 
     def _pair_prints(self) -> list[Any]:
         return [p["sha256"] for p in fingerprint_sources(self.settings.parallel)]

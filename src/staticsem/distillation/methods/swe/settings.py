@@ -219,7 +219,8 @@ class SWESettings(ASESettings):
     align_languages: bool = setting(
         True,
         "Several languages: map each onto the teacher's shared space (an affine map fitted on its chosen "
-        "sentences, baked into its rows) after the last stage.",
+        "sentences, baked into its rows) after the last stage (with --objective kd; parallel pairs align "
+        "languages themselves).",
     )
     align_sentences: int = setting(20_000, "Chosen sentences of each language that fit its map.")
     # a last stage: retrieval training on query→passage pairs, this build's teacher targets as the anchor
