@@ -83,6 +83,7 @@ def train_pairs(
     from staticsem.distillation.stages.pairs import Anchor, anchor_from_corpus
     from staticsem.distillation.stages.pairs import train_pairs as fit
     from staticsem.io import load
+    from staticsem.io.card import refresh
 
     if anchor is not None and kd_corpus:
         raise InputError("give --anchor (a work folder) or --kd-corpus, not both")
@@ -118,6 +119,7 @@ def train_pairs(
         anchored = None
     trained, record = fit(loaded, data, settings, anchored, work, progress)
     trained.save(out)
+    refresh(out)  # README.md: the modes and the pairs training beside how the model was made
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     kept = sum(record["pairs"].values())
