@@ -186,6 +186,12 @@ def test_training_on_pairs_lifts_retrieval_of_held_out_pairs(topic_model: Static
     )
     assert not shared.row_sets and not shared.modes
     np.testing.assert_allclose(shared.vectors, trained.row_sets["search"].vectors, atol=1e-6)
+    # a model that already has search rows trains again from encode's rows (no "rows it lacks" error)
+    again, _ = train_pairs(trained, train, replace(FAST, hard_negatives=False), show_progress=False)
+    np.testing.assert_allclose(
+        again.row_sets["search"].vectors, trained.row_sets["search"].vectors, atol=1e-6
+    )
+    np.testing.assert_array_equal(again.vectors, topic_model.vectors)
 
 
 def anchor_loss(model: StaticModel, anchor: Anchor) -> float:

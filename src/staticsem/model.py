@@ -272,7 +272,7 @@ class StaticModel(WordQueries):
         """A model keeping the first ``dim`` dimensions (PCA-ordered models lose the least)."""
         if not 1 <= dim <= self.dim:
             raise InputError(f"cannot truncate {self.dim} dimensions to {dim}")
-        return self._rebuilt(
+        return self.replace(
             vectors=np.ascontiguousarray(self.vectors[:, :dim]),
             ngrams=None if self.ngrams is None else self.ngrams.truncate(dim),
             pieces=None if self.pieces is None else self.pieces.truncate(dim),
@@ -282,13 +282,13 @@ class StaticModel(WordQueries):
 
     def with_pieces(self, pieces: PieceTable) -> StaticModel:
         """This word-level model with ``pieces`` as its table of subword pieces (in place of any)."""
-        return self._rebuilt(tokenizer=pieces.tokenizer, pieces=pieces, ngrams=None, tokens=None)
+        return self.replace(tokenizer=pieces.tokenizer, pieces=pieces, ngrams=None, tokens=None)
 
     def with_rows(self, vectors: np.ndarray | None, pieces: PieceTable | None) -> StaticModel:
         """This model encoding with ``vectors`` as its word rows (``None``: its own) and ``pieces``, without
         modes (a mode's variant, ``staticsem.modes.mode_variant``)."""
         own = vectors is None
-        return self._rebuilt(
+        return self.replace(
             vectors=self.vectors if own else vectors,
             scales=self.scales if own else None,
             pieces=pieces,
@@ -298,10 +298,12 @@ class StaticModel(WordQueries):
 
     def with_row_set(self, name: str, rows: RowSet) -> StaticModel:
         """This model holding ``rows`` as row set ``name`` (in place of any), for modes to encode with."""
-        return self._rebuilt(row_sets={**self.row_sets, name: rows})
+        return self.replace(row_sets={**self.row_sets, name: rows})
 
-    def _rebuilt(self, **changes: Any) -> StaticModel:
-        """A new model of this one's parts, ``changes`` (constructor arguments) in place of some."""
+    def replace(self, **changes: Any) -> StaticModel:
+        """A new model of this one's parts (every constructor argument but the vocabulary), ``changes`` in
+        place of some, e.g. ``replace(vectors=trained, pieces=trained_pieces)``; modes and their row sets
+        are kept unless changed."""
         parts: dict[str, Any] = {
             "vectors": self.vectors,
             "scales": self.scales,

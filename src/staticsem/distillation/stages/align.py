@@ -139,14 +139,4 @@ def align_rows(model: StaticModel, maps: Mapping[str, Affine], shares: np.ndarra
     if pieces is not None:
         mapped = mean_map(maps)(pieces.vectors.astype(np.float64)).astype(np.float32)
         pieces = PieceTable(mapped, pieces.tokenizer, pieces.weight)
-    return StaticModel(
-        model.vocab,
-        aligned.astype(np.float32),
-        tokenizer=model.tokenizer,
-        ngrams=model.ngrams,
-        pieces=pieces,
-        metadata=model.metadata,
-        splitter=model.splitter.name,
-        normalize=model.normalize,
-        modes=model.modes,
-    )
+    return model.replace(vectors=aligned.astype(np.float32), pieces=pieces, scales=None)

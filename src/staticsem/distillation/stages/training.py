@@ -67,22 +67,11 @@ def trainable_table(model: StaticModel) -> np.ndarray:
 
 
 def with_table(model: StaticModel, table: np.ndarray, metadata: dict) -> StaticModel:
-    """``model`` with its word (and piece) rows replaced by ``table``'s."""
+    """``model`` with its word (and piece) rows replaced by ``table``'s, its other parts (modes and their
+    row sets too) kept."""
     words = len(model)
     pieces = None if model.pieces is None else PieceTable(table[words:], model.tokenizer, model.pieces.weight)
-    return StaticModel(
-        model.vocab,
-        np.ascontiguousarray(table[:words]),
-        scales=model.scales,
-        tokenizer=model.tokenizer,
-        ngrams=model.ngrams,
-        pieces=pieces,
-        metadata=metadata,
-        splitter=model.splitter.name,
-        tokens=model.tokens,
-        normalize=model.normalize,
-        modes=model.modes,
-    )
+    return model.replace(vectors=np.ascontiguousarray(table[:words]), pieces=pieces, metadata=metadata)
 
 
 def clip_gradient(table: torch.nn.Parameter, limit: float, frozen_from: int | None = None) -> None:
