@@ -209,8 +209,9 @@ def train_pairs(
     negatives = negatives_for(pairs, settings, work, show_progress)
     ranking = Ranking(model, pairs, negatives, settings.tau, settings.matryoshka)
     objectives: list[Objective] = [ranking]
-    if anchor is not None and settings.anchor_weight > 0:
-        distillation = Distillation(model, anchor.sentences, anchor.targets, settings.tau)
+    anchored = anchor if settings.anchor_weight > 0 else None  # a weight of 0 trains without it
+    if anchored is not None:
+        distillation = Distillation(model, anchored.sentences, anchored.targets, settings.tau)
         distillation.weight = settings.anchor_weight
         objectives.append(distillation)
     loop = KDSettings(
@@ -245,7 +246,7 @@ def train_pairs(
         "pairs": pairs.counts(),
         "dropped": dict(pairs.dropped),
         "skipped_unknown": skipped,
-        "anchor_sentences": len(anchor.sentences) if len(objectives) > 1 and anchor is not None else 0,
+        "anchor_sentences": 0 if anchored is None else len(anchored.sentences),
         "settings": asdict(settings),
     }
     if settings.into == "modes":
