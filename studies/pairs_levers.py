@@ -41,7 +41,7 @@ from typing import Any
 
 import _benchmarks  # noqa: F401  (puts benchmarks/ on the path)
 from _benchmarks import STS_FILES
-from staticsem.modes import MODES
+from staticsem.modes import both_modes_with
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = {
@@ -184,8 +184,7 @@ def at_weight(model: Any, weight: float) -> Any:
     """``model`` with both search modes' pieces at ``weight``, their other settings (own rows) kept."""
     if model.pieces is None:
         return model
-    kept = {mode: model.modes[mode].config() if mode in model.modes else {} for mode in MODES}
-    return model.with_modes(**{mode: {**kept[mode], "piece_weight": weight} for mode in MODES})
+    return model.with_modes(**both_modes_with(model.modes, piece_weight=weight))
 
 
 def peer_scores(peer: str, args: argparse.Namespace, scores: Scores) -> dict[str, float]:

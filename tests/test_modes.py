@@ -371,3 +371,15 @@ def test_mteb_asks_for_queries_and_documents_in_their_modes(modes_model: StaticM
             prompt_type=prompt,
         )
         np.testing.assert_array_equal(got, method(MODE_TEXTS), err_msg=str(prompt))
+
+
+def test_setting_both_modes_piece_weight_keeps_their_rows(modes_model: StaticModel) -> None:
+    """What a build does last (``with_search_modes``) and the pairs study do to a model with search rows."""
+    from staticsem.distillation.methods.swe.rows import with_search_modes
+
+    model = with_search_modes(searching(modes_model), 0.5, 0.75)
+    assert model.modes == {
+        "query": ModeSettings(piece_weight=0.75, rows="search"),
+        "document": ModeSettings(piece_weight=0.75, rows="search"),
+    }
+    assert model.pieces is not None and model.pieces.weight == 0.5

@@ -169,6 +169,12 @@ def check_modes(
                 )
 
 
+def both_modes_with(modes: Modes, **settings: Any) -> dict[str, dict[str, Any]]:
+    """The query and document modes' settings with ``settings`` in place (e.g. ``piece_weight=0.75``),
+    each mode's others (its own rows) kept: arguments for ``StaticModel.with_modes``."""
+    return {mode: {**(modes[mode].config() if mode in modes else {}), **settings} for mode in MODES}
+
+
 def describe_modes(modes: Modes) -> str:
     """One line: each mode's settings, or that every mode encodes as ``encode``."""
     if not modes:

@@ -36,7 +36,7 @@ from staticsem.distillation.stages.training import Objective, train_table
 from staticsem.errors import InputError
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
-from staticsem.modes import MODES, RowSet
+from staticsem.modes import RowSet, both_modes_with
 
 logger = logging.getLogger(__name__)
 
@@ -260,10 +260,7 @@ def with_search_rows(model: StaticModel, trained: StaticModel, name: str = "sear
     mode keeps its other settings)."""
     pieces = None if trained.pieces is None else np.asarray(trained.pieces.vectors, np.float32)
     rows = RowSet(np.asarray(trained.vectors, np.float32), pieces)
-    settings = {
-        mode: {**(model.modes[mode].config() if mode in model.modes else {}), "rows": name} for mode in MODES
-    }
-    return model.with_row_set(name, rows).with_modes(**settings)
+    return model.with_row_set(name, rows).with_modes(**both_modes_with(model.modes, rows=name))
 
 
 def table_digest(model: StaticModel) -> str:

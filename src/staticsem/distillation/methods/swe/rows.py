@@ -21,6 +21,7 @@ from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
+from staticsem.modes import both_modes_with
 from staticsem.pieces import PieceTable
 
 PIECES_FILE = "pieces.safetensors"
@@ -67,12 +68,13 @@ def with_pieces(stage2: StaticModel, folder: Path, weight: float) -> StaticModel
 
 
 def with_search_modes(model: StaticModel, weight: float, search: float | None) -> StaticModel:
-    """``model`` encoding its pieces at ``weight``, and in the query and document modes at ``search``."""
+    """``model`` encoding its pieces at ``weight``, and in the query and document modes at ``search`` (their
+    other settings, such as rows trained on pairs, kept)."""
     assert model.pieces is not None
     model = model.with_pieces(replace(model.pieces, weight=weight))
     if search is None:
         return model
-    return model.with_modes(query={"piece_weight": search}, document={"piece_weight": search})
+    return model.with_modes(**both_modes_with(model.modes, piece_weight=search))
 
 
 def with_words(stage2: StaticModel, words: Sequence[str], vectors: np.ndarray, abtt: ABTT) -> StaticModel:
