@@ -7,13 +7,16 @@ import numpy as np
 import pytest
 
 from staticsem import StaticModel
+from staticsem.distillation.methods.swe.alignment import refine_rows
 from staticsem.distillation.stages.align import (
     Affine,
     LanguageSample,
     align_rows,
     fit_language_maps,
     language_shares,
+    shared_space,
 )
+from staticsem.distillation.stages.kd import KDSettings
 from staticsem.errors import InputError
 
 CONCEPTS, DIM, TEACHER_DIM = 30, 8, 12
@@ -46,6 +49,13 @@ def agreement(model: StaticModel, pairs: list[tuple[str, str]]) -> float:
     return float((a * b).sum(axis=1).mean())
 
 
+def matched(model: StaticModel, pairs: list[tuple[str, str]]) -> float:
+    """Share of sentences whose nearest translation (by cosine) is their own."""
+    a = model.encode([x for x, _ in pairs])
+    b = model.encode([y for _, y in pairs])
+    return float(np.mean((a @ b.T).argmax(axis=1) == np.arange(len(pairs))))
+
+
 def test_aligned_rows_bring_translations_together() -> None:
     model, samples, tests = translated()
     maps = fit_language_maps(model, samples, components=0)  # the maps are exact here: nothing removed
@@ -60,6 +70,25 @@ def test_aligned_rows_bring_translations_together() -> None:
     np.testing.assert_allclose(
         aligned.encode([sentence]), mapped / np.linalg.norm(mapped), rtol=1e-4, atol=1e-5
     )
+
+
+def test_the_refinement_reaches_word_errors_the_maps_cannot() -> None:
+    model, samples, tests = translated()
+    rng = np.random.default_rng(1)
+    rows = model.vectors.copy()
+    rows[CONCEPTS : CONCEPTS + 10] += rng.normal(scale=2.0, size=(10, DIM))  # ten b words off, each its way
+    model = model.replace(vectors=rows)
+    counts = {lang: {f"{lang}{i}": 10 for i in range(CONCEPTS)} for lang in ("a", "b")}
+    space = shared_space(samples, DIM)
+    maps = fit_language_maps(model, samples, 0, space)
+    mapped = align_rows(model, maps, language_shares(model.vocab, counts))
+    training = KDSettings(lr=0.05, batch_size=64, eval_every=10, patience=5, max_steps=600, dev_size=100)
+    refined, stats = refine_rows(mapped, samples, space, training, False, components=0)
+    before, after = matched(mapped, tests), matched(refined, tests)
+    assert after > before + 0.1, (before, after)
+    assert stats["dev_loss_best"] < 0.5 * stats["dev_loss_start"]
+    assert stats["sentences"] == {"a": 600, "b": 600}
+    assert refined.vocab == model.vocab
 
 
 def test_a_word_of_several_languages_takes_their_maps_by_its_share_of_each() -> None:

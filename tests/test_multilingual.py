@@ -53,6 +53,7 @@ def settings(folder: Path, **changes: object) -> SWESettings:
         "dim": 8,
         "kd": TRAINING,
         "kd_short": None,
+        "align_steps": 60,
     }
     return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
 
@@ -209,11 +210,15 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
         "de": sum(1 for s in short if _german(s)),
         "sv": sum(1 for s in short if _third(s)),
     }
-    assert drawn == short_counts(targets["short"], chosen), (drawn, chosen)
+    assert drawn == short_counts(targets["short"], chosen) == targets["short_languages"], (drawn, chosen)
     assert drawn["sv"] > 0 and drawn["de"] > 0 and drawn["en"] > 0
     np.testing.assert_allclose(np.linalg.norm(saved.encode(["zdog qdog dog"]), axis=1), 1.0, rtol=1e-5)
     # the languages are aligned last: the model is the aligned stage 3, fitted on each language's sentences
     assert model.metadata["steps"]["align"]["sentences"] == chosen
+    # then refined on every chosen and short sentence of each language
+    refined = model.metadata["steps"]["align"]["refine"]
+    assert refined["sentences"] == {lang: chosen[lang] + drawn[lang] for lang in chosen}
+    assert 0 < refined["steps"] <= 60 and refined["dev_loss_best"] < refined["dev_loss_start"]
     np.testing.assert_array_equal(saved.vectors, staticsem.load(work / "aligned").vectors)
     passes = teacher.sentences
     plain = Pipeline(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -74,28 +75,44 @@ def ridge(x: np.ndarray, y: np.ndarray, penalty: float = RIDGE) -> Affine:
     return Affine(solved[:-1], solved[-1])
 
 
+def shared_space(samples: Mapping[str, LanguageSample], dim: int) -> Any:
+    """The teacher's shared space: the top ``dim`` principal components (scikit-learn's PCA) of every
+    language's teacher embeddings, each scaled to unit length."""
+    from sklearn.decomposition import PCA
+
+    return PCA(dim, random_state=0).fit(np.vstack([_unit(s.targets) for s in samples.values()]))
+
+
+def shared_targets(space: Any, targets: np.ndarray, components: int = COMPONENTS) -> np.ndarray:
+    """One language's teacher embeddings in ``space``, centred and without their top ``components``
+    directions, as its mapped sentences are (step 3): what the alignment's refinement trains towards."""
+    projected = space.transform(_unit(targets))
+    return without_top(projected, components)(projected).astype(np.float32)
+
+
 def fit_language_maps(
-    model: StaticModel, samples: Mapping[str, LanguageSample], components: int = COMPONENTS
+    model: StaticModel,
+    samples: Mapping[str, LanguageSample],
+    components: int = COMPONENTS,
+    space: Any = None,
 ) -> dict[str, Affine]:
-    """Each language's map onto the teacher's shared space (see the module's steps).
+    """Each language's map onto the teacher's shared space (see the module's steps; ``space``: from
+    ``shared_space``, fitted on ``samples`` when not given).
 
     :raises InputError: for a language with fewer sentences than the model has dimensions.
     """
-    from sklearn.decomposition import PCA
-
     for language, sample in samples.items():
         if len(sample.sentences) <= model.dim or len(sample.sentences) != len(sample.targets):
             raise InputError(
                 f"{language}: {len(sample.sentences)} sentences ({len(sample.targets)} teacher embeddings) "
                 f"cannot fit a map of {model.dim} dimensions"
             )
-    units = {lang: _unit(s.targets) for lang, s in samples.items()}
-    pca = PCA(model.dim, random_state=0).fit(np.vstack(list(units.values())))
+    space = shared_space(samples, model.dim) if space is None else space
     maps = {}
     for language, sample in samples.items():
         x = model.encode(list(sample.sentences), normalize=False).astype(np.float64)
         first = without_top(x, components)
-        mapping = first.then(ridge(first(x), pca.transform(units[language])))
+        mapping = first.then(ridge(first(x), space.transform(_unit(sample.targets))))
         maps[language] = mapping.then(without_top(mapping(x), components))
     return maps
 

@@ -37,6 +37,7 @@ __all__ = [
     "Distillation",
     "KDSettings",
     "Objective",
+    "Regression",
     "_Split",
     "clip_gradient",
     "info_nce",
@@ -159,6 +160,26 @@ class Distillation(Objective):
             similarity_loss(pooled[end - len(rows) : end], target, self.tau).item()
             for rows, end, target in zip(batches, ends, targets, strict=True)
         ]
+
+
+class Regression(Objective):
+    """Each sentence's mean pointed at a target vector of the model's width (cosine): the language
+    alignment's refinement, targets in the teacher's shared space (``stages.align.shared_targets``)."""
+
+    name = "regression"
+
+    def __init__(self, model: StaticModel, sentences: Sequence[str], targets: np.ndarray) -> None:
+        if targets.shape != (len(sentences), model.dim):
+            raise InputError(f"{len(sentences)} sentences of width {model.dim} but targets {targets.shape}")
+        self.bags, self.size = Bags(model, sentences), len(sentences)
+        self.targets = torch.from_numpy(np.asarray(targets, dtype=np.float32))
+
+    def usable(self) -> np.ndarray:
+        return np.flatnonzero(self.bags.counts > 0)
+
+    def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
+        pooled = self.bags.pool(table, rows, sparse)
+        return (1.0 - F.cosine_similarity(pooled, self.targets[rows].to(table.device), dim=1)).mean()
 
 
 class Contrastive(Objective):

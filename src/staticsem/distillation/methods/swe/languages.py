@@ -112,48 +112,21 @@ def corpus_sample(sources: Sequence[str], options: CorpusOptions, count: int = S
     return list(itertools.islice(iter_sentences(sources, options), count))
 
 
-def short_sentences(runs: Mapping[str, Any], count: int, exclude: set[str], seed: int) -> list[str]:
+def short_sentences(
+    runs: Mapping[str, Any], count: int, exclude: set[str], seed: int
+) -> dict[str, list[str]]:
     """``count`` random corpus sentences of ``SHORT_WORDS`` words outside ``exclude``, drawn from each
-    language's run of ``runs`` in proportion to the sentences stage 1 chose in it (one run: all of them)."""
+    language's run of ``runs`` in proportion to the sentences stage 1 chose in it (one run: all of them);
+    per language, in ``runs``' order."""
     chosen = {lang: len(run.records["select"]["sentences"]) for lang, run in runs.items()}
-    short: list[str] = []
+    short: dict[str, list[str]] = {}
     for lang, n in short_counts(count, chosen).items():
         run = runs[lang]
         lengths = replace(run.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
-        short += sample_sentences(background_sentences(run.settings.corpus, lengths), n, exclude, seed)
+        short[lang] = sample_sentences(background_sentences(run.settings.corpus, lengths), n, exclude, seed)
     return short
 
 
 def short_counts(total: int, chosen: Mapping[str, int]) -> dict[str, int]:
     """``total`` short sentences shared by the languages in proportion to their ``chosen`` sentences."""
     return apportion(total, {lang: float(n) for lang, n in chosen.items()})
-
-
-def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
-    """Map each language of ``pipeline`` onto the teacher's shared space (``stages.align``), fitted on up to
-    ``--align-sentences`` of its chosen sentences and their teacher embeddings; ``source``'s model with the
-    maps baked into its rows is saved to ``into``. The step's record: the sentences used per language."""
-    import numpy as np
-    from safetensors.numpy import load_file
-
-    from staticsem.distillation.stages.align import (
-        LanguageSample,
-        align_rows,
-        fit_language_maps,
-        language_shares,
-    )
-    from staticsem.io import load
-
-    rng = np.random.default_rng(pipeline.settings.seed)
-    samples, counts = {}, {}
-    for language, run in pipeline.subruns.items():
-        sentences = run.records["select"]["sentences"]
-        targets = load_file(str(run.work.folder / "stage1.safetensors"))["embeddings"]
-        take = np.sort(rng.permutation(len(sentences))[: pipeline.settings.align_sentences])
-        samples[language] = LanguageSample([sentences[i] for i in take], targets[take])
-        vocab = run.records["vocab"]
-        counts[language] = dict(zip(vocab["words"], vocab["counts"], strict=True))
-    model = load(source)
-    maps = fit_language_maps(model, samples)
-    align_rows(model, maps, language_shares(model.vocab, counts)).save(into, dtype="float32")
-    return {"sentences": {language: len(sample.sentences) for language, sample in samples.items()}}

@@ -28,11 +28,8 @@ from staticsem.distillation.corpus.reading import (
 )
 from staticsem.distillation.corpus.sampling import missing_words, select_sentences
 from staticsem.distillation.method import Frame
-from staticsem.distillation.methods.swe.languages import (
-    align_step,
-    run_languages,
-    vocabulary_shares,
-)
+from staticsem.distillation.methods.swe.alignment import align_step
+from staticsem.distillation.methods.swe.languages import run_languages, vocabulary_shares
 from staticsem.distillation.methods.swe.pairs_step import pairs_key, pairs_step
 from staticsem.distillation.methods.swe.rows import (
     piece_states,
@@ -179,7 +176,8 @@ class Pipeline(StepRun):
         keys.update({"pca": pca, "kd": kd})
         if self.aligns():
             last = keys[s.stages[-1]]
-            keys["align"] = fingerprint({"last": last, "sentences": s.align_sentences, "seed": s.seed})
+            align = {"last": last, "sentences": s.align_sentences, "seed": s.seed}
+            keys["align"] = fingerprint({**align, **({"steps": s.align_steps} if s.align_steps else {})})
         if s.pairs:
             keys["pairs"] = pairs_key(s, keys["align"] if self.aligns() else kd)
         return keys

@@ -20,11 +20,11 @@ def targets_step(pipeline: Any) -> dict[str, Any]:
     s, chosen, excluded = pipeline.settings, set(pipeline.chosen["sentences"]), dict[str, int]()
     options = CorpusOptions(s.min_words, s.max_words, exclude=s.exclude)
     sentences = [t for t in iter_sentences(s.kd_corpus, options, excluded) if t not in chosen]
-    short: list[str] = []
+    short: dict[str, list[str]] = {}
     if count := s.short_count(len(chosen)):
         runs = pipeline.subruns or {"": pipeline}
         short = short_sentences(runs, count, chosen | set(sentences), pipeline.settings.seed)
-        sentences += short
+        sentences += [sentence for drawn in short.values() for sentence in drawn]
     if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
         empty = np.zeros((0, pipeline.teacher.hidden_size), np.float32)
         save_tensors(pipeline.work.folder / "targets.safetensors", {"embeddings": empty})
@@ -56,6 +56,7 @@ def targets_step(pipeline: Any) -> dict[str, Any]:
         "teacher_passes": result.passes,
         "words": words,
         "new_words": len(words),
-        "short": len(short),
+        "short": sum(len(drawn) for drawn in short.values()),
+        **({"short_languages": {k: len(v) for k, v in short.items()}} if pipeline.subruns else {}),
         **({"excluded": excluded} if s.exclude and s.kd_corpus else {}),
     }
