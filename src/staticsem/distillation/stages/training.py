@@ -89,7 +89,10 @@ def clip_gradient(table: torch.nn.Parameter, limit: float, frozen_from: int | No
         norm = values.norm()
         if norm > limit:
             values = values * (limit / norm)
-        table.grad = torch.sparse_coo_tensor(indices, values, grad.shape, check_invariants=False)
+        # still coalesced (a subset of sorted unique rows): said so, the optimiser does not coalesce again
+        table.grad = torch.sparse_coo_tensor(
+            indices, values, grad.shape, check_invariants=False, is_coalesced=True
+        )
     else:
         if frozen_from is not None:
             grad[frozen_from:] = 0.0
