@@ -24,6 +24,7 @@ from staticsem.distillation.stages.pairs import Anchor, Ranking, train_pairs
 from staticsem.distillation.stages.pairs_settings import PairsSettings
 from staticsem.distillation.stages.training import Objective, train_table
 from staticsem.errors import InputError
+from staticsem.modes import SEARCH_PIECE_WEIGHT
 from staticsem.pieces import PieceTable
 
 TOPICS, PER_TOPIC, DIM = 12, 10, 16
@@ -242,6 +243,11 @@ def test_the_pieces_of_unknown_words_train_with_the_words_unless_fixed(
     moved = np.abs(search.pieces - model.pieces.vectors).max(axis=1)
     used = [PIECES.index(p) for p in ("un", "##happi", "##ness")]
     assert (moved[used] > 1e-3).all() and moved[PIECES.index("##gy")] == 0.0
+    # a model without modes gets the search modes' default weight for the pieces; one with modes keeps theirs
+    assert {m.piece_weight for m in trained.modes.values()} == {SEARCH_PIECE_WEIGHT} != {0.5}
+    own = model.with_modes(query={"piece_weight": 1.0})
+    moded, _ = train_pairs(own, pairs, settings, show_progress=False)
+    assert moded.modes["query"].piece_weight == 1.0 and moded.modes["document"].piece_weight == 0.75
     fixed, _ = train_pairs(model, pairs, replace(settings, train_pieces=False), show_progress=False)
     kept = fixed.row_sets["search"]
     assert kept.pieces is not None

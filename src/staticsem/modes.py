@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from staticsem.pieces import PieceTable
 
 MODES = ("query", "document")
+# the pieces' weight of the search modes by default: the 100k-word default at 0.75 gets SciFact 54.10
+# against 52.90 at encode's 0.5 (1.0: 52.80); with rows trained on pairs 57.45 against 56.39 at 0.5
+SEARCH_PIECE_WEIGHT = 0.75
 ROW_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 ALIASES = {"search_query": "query", "search_document": "document"}  # Cohere's and Nomic's names
 

@@ -36,7 +36,7 @@ from staticsem.distillation.stages.training import Objective, train_table
 from staticsem.errors import InputError
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
-from staticsem.modes import RowSet, both_modes_with
+from staticsem.modes import SEARCH_PIECE_WEIGHT, RowSet, both_modes_with
 
 logger = logging.getLogger(__name__)
 
@@ -257,10 +257,14 @@ def train_pairs(
 
 def with_search_rows(model: StaticModel, trained: StaticModel, name: str = "search") -> StaticModel:
     """``model`` with ``trained``'s rows as the query and document modes' own (``encode`` unchanged; each
-    mode keeps its other settings)."""
+    mode keeps its other settings; a model with pieces and no mode weight for them, such as one distilled
+    before the modes or imported, gets the search modes' default ``SEARCH_PIECE_WEIGHT``)."""
     pieces = None if trained.pieces is None else np.asarray(trained.pieces.vectors, np.float32)
     rows = RowSet(np.asarray(trained.vectors, np.float32), pieces)
-    return model.with_row_set(name, rows).with_modes(**both_modes_with(model.modes, rows=name))
+    modes = both_modes_with(model.modes, rows=name)
+    if pieces is not None:
+        modes = {mode: {"piece_weight": SEARCH_PIECE_WEIGHT, **config} for mode, config in modes.items()}
+    return model.with_row_set(name, rows).with_modes(**modes)
 
 
 def table_digest(model: StaticModel) -> str:

@@ -16,6 +16,7 @@ from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.stages.pairs_settings import PairsSettings
 from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_backend
 from staticsem.errors import InputError
+from staticsem.modes import SEARCH_PIECE_WEIGHT
 
 STAGES = ("extract", "pca", "kd")
 # Teachers this wide or wider read word states from their second-to-last layer: all-mpnet-base-v2 (768 d,
@@ -208,7 +209,7 @@ class SWESettings(ASESettings):
     # encode_document gets SciFact nDCG@10 54.10 against 52.90 (1.0: 52.80), encode unchanged
     # (studies/README.md §pairs_levers.py)
     search_piece_weight: float | None = setting(
-        0.75,
+        SEARCH_PIECE_WEIGHT,
         "The pieces' weight of encode_query and encode_document (the search modes; encode keeps "
         "--piece-weight); the models before 2026-11-27 had no modes.",
     )
