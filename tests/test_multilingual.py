@@ -231,6 +231,16 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     assert teacher.sentences == passes and "align" not in plain.metadata["steps"]  # every step reused
     np.testing.assert_array_equal(plain.vectors, staticsem.load(work / "stage3").vectors)
     assert not np.allclose(plain.vectors, saved.vectors, atol=1e-3)
+    maps_only = Pipeline(
+        settings(three, fallback="pieces", kd_short=120, align_steps=0),
+        three / "maps",
+        teacher=teacher,  # type: ignore[arg-type]
+        show_progress=False,
+        work_dir=work,
+    ).run(dtype="float32")
+    assert "refine" not in maps_only.metadata["steps"]["align"]  # --align-steps 0: the maps alone
+    assert teacher.sentences == passes  # only the align step reran
+    assert not np.allclose(maps_only.vectors, saved.vectors, atol=1e-4)
 
 
 def targets_short(folder: Path) -> int:
