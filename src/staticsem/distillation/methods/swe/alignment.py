@@ -75,7 +75,7 @@ def refine_rows(
     sentences = [sentence for sample in languages.values() for sentence in sample.sentences]
     targets = np.vstack([shared_targets(space, s.targets, components) for s in languages.values()])
     trained, stats = train_table(model, [Regression(model, sentences, targets)], settings, show_progress)
-    trained.metadata = model.metadata
+    trained.metadata = model.metadata  # train_table's "kd" record would replace the distillation's own
     used = {lang: len(sample.sentences) for lang, sample in languages.items()}
     return trained, {**stats, "sentences": used}
 
