@@ -7,6 +7,7 @@ process must finish with the same vectors as an uninterrupted run, redoing only 
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import traceback
@@ -45,9 +46,10 @@ TOKEN_WORDS = [
 def job(kind: str, corpus: Path, out: Path, teacher: FakeTeacher) -> staticsem.StaticModel:
     """Run method ``kind`` into ``out`` (work folder beside it) with fast settings."""
     options = {"teacher": teacher, "show_progress": False, "save_every": 0.0}
-    if kind in ("swe", "ase"):
-        changes = {"stages": ("extract",) if kind == "ase" else ("extract", "pca")}  # training: test_swe
-        Pipeline(settings(corpus, **changes), out, method=kind, **options).run(dtype="float32")  # type: ignore[arg-type]
+    if kind in ("swe", "ase", "swe-kd"):
+        stages = {"ase": ("extract",), "swe": ("extract", "pca"), "swe-kd": ("extract", "pca", "kd")}[kind]
+        method = "ase" if kind == "ase" else "swe"
+        Pipeline(settings(corpus, stages=stages), out, method=method, **options).run(dtype="float32")  # type: ignore[arg-type]
     elif kind == "x2static":
         X2StaticRun(x2_settings(corpus, epochs=1, chunk_sentences=100), out, **options).run(dtype="float32")  # type: ignore[arg-type]
     else:
@@ -88,6 +90,7 @@ def one_torch_thread() -> Iterator[None]:
 CASES = [
     pytest.param("swe", "stage1-", 2, "some", id="swe-extraction-checkpoint"),
     pytest.param("swe", "select.json", 1, "all", id="swe-step-record"),
+    pytest.param("swe-kd", "kd.partial", 3, "none", id="swe-training-state"),
     pytest.param("ase", "stage1-", 3, "some", id="ase-extraction-checkpoint"),
     pytest.param("x2static", "chunk-000001", 1, "some", id="x2static-context-chunk"),
     pytest.param("x2static", "train-", 3, "none", id="x2static-training-state"),
@@ -97,7 +100,13 @@ CASES = [
 
 @pytest.mark.parametrize(("kind", "fragment", "nth", "redo"), CASES)
 def test_kill_inside_a_checkpoint_write_then_resume(
-    tmp_path: Path, subword_tokenizer: Tokenizer, kind: str, fragment: str, nth: int, redo: str
+    tmp_path: Path,
+    subword_tokenizer: Tokenizer,
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
+    fragment: str,
+    nth: int,
+    redo: str,
 ) -> None:
     corpus = write_corpus(tmp_path / "corpus.txt", count=600)
     clean_teacher = FakeTeacher(subword_tokenizer)
@@ -107,7 +116,10 @@ def test_kill_inside_a_checkpoint_write_then_resume(
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL  # it died inside the write
     assert not out.exists()
     teacher = FakeTeacher(subword_tokenizer)
-    resumed = job(kind, corpus, out, teacher)
+    with caplog.at_level(logging.INFO, logger="staticsem.distillation.stages.training"):
+        resumed = job(kind, corpus, out, teacher)
+    if kind == "swe-kd":  # training is seeded: a fresh start would end alike, so it must say it resumed
+        assert "training resumes at step" in caplog.text
     assert resumed.vocab == reference.vocab
     np.testing.assert_allclose(resumed.vectors, reference.vectors, atol=1e-5)
     done = {"none": 0, "all": clean_teacher.sentences}

@@ -4,11 +4,13 @@ per language, pieces of a SentencePiece teacher, the languages a model records."
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from tokenizers import Tokenizer
 from tokenizers.models import Unigram
 
@@ -20,7 +22,7 @@ from staticsem.distillation.methods.swe.languages import short_counts
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 from staticsem.distillation.methods.swe.rows import piece_text
 from staticsem.distillation.methods.swe.settings import with_splitter
-from staticsem.distillation.stages.kd import KDSettings
+from staticsem.distillation.stages.kd import KDSettings, Regression
 from staticsem.errors import InputError
 from staticsem.text import make_splitter
 
@@ -241,6 +243,34 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     assert "refine" not in maps_only.metadata["steps"]["align"]  # --align-steps 0: the maps alone
     assert teacher.sentences == passes  # only the align step reran
     assert not np.allclose(maps_only.vectors, saved.vectors, atol=1e-4)
+
+
+def test_a_stopped_refinement_resumes_from_its_last_evaluation(
+    three: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    teacher = FakeTeacher(reader(three))
+    whole = pipeline(three, teacher).run(dtype="float32")
+    work = three / ".model.work"
+    (work / "align.json").unlink()  # as if the align step had never finished: it alone runs again
+    real, calls = Regression.loss, []
+
+    def stopping(self: Regression, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
+        calls.append(len(rows))
+        if len(calls) > 25:  # a kill in the middle of the refinement
+            raise KeyboardInterrupt
+        return real(self, table, rows, sparse)
+
+    monkeypatch.setattr(Regression, "loss", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        pipeline(three, teacher).run(dtype="float32")
+    assert (work / "align.partial.safetensors").is_file()
+    monkeypatch.setattr(Regression, "loss", real)
+    passes = teacher.sentences
+    with caplog.at_level(logging.INFO, logger="staticsem.distillation.stages.training"):
+        resumed = pipeline(three, teacher).run(dtype="float32")
+    assert "training resumes at step" in caplog.text  # seeded: a fresh start would end alike
+    assert teacher.sentences == passes and not (work / "align.partial.safetensors").exists()
+    np.testing.assert_allclose(resumed.vectors, whole.vectors, rtol=1e-6, atol=1e-7)
 
 
 def targets_short(folder: Path) -> int:

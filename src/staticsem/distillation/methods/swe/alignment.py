@@ -56,7 +56,14 @@ def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"sentences": {lang: len(sample.sentences) for lang, sample in samples.items()}}
     if s.align_steps:
         settings = replace(s.kd, max_steps=s.align_steps, seed=s.seed)
-        aligned, record["refine"] = refine_rows(aligned, everything, space, settings, pipeline.progress)
+        resume = {  # a stopped refinement resumes from its last evaluation
+            "checkpoint": pipeline.work.folder / "align.partial.safetensors",
+            "key": pipeline.keys["align"],
+            "save_every": pipeline.save_every,
+        }
+        aligned, record["refine"] = refine_rows(
+            aligned, everything, space, settings, pipeline.progress, **resume
+        )
     aligned.save(into, dtype="float32")
     return record
 
@@ -68,13 +75,16 @@ def refine_rows(
     settings: KDSettings,
     show_progress: bool = True,
     components: int = COMPONENTS,
+    **resume: Any,
 ) -> tuple[StaticModel, dict[str, Any]]:
     """``model``'s rows (and pieces) trained so each sentence of ``languages`` has its mean point at its
     teacher embedding in ``space`` (``stages.align.shared_targets``: per language, ``components`` top
-    directions removed, as the maps remove them); the training's stats."""
+    directions removed, as the maps remove them); the training's stats. ``resume``: ``train_table``'s
+    ``checkpoint``, ``key`` and ``save_every``."""
     sentences = [sentence for sample in languages.values() for sentence in sample.sentences]
     targets = np.vstack([shared_targets(space, s.targets, components) for s in languages.values()])
-    trained, stats = train_table(model, [Regression(model, sentences, targets)], settings, show_progress)
+    objective = Regression(model, sentences, targets)
+    trained, stats = train_table(model, [objective], settings, show_progress, **resume)
     trained.metadata = model.metadata  # train_table's "kd" record would replace the distillation's own
     used = {lang: len(sample.sentences) for lang, sample in languages.items()}
     return trained, {**stats, "sentences": used}

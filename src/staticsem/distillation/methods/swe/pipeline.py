@@ -339,7 +339,16 @@ class Pipeline(StepRun):
             objectives.append(Distillation(stage2, sentences, targets, s.kd.tau, s.kd.center_targets))
         if s.objective in ("contrastive", "both"):
             objectives.append(Contrastive(stage2, *read_pairs(s.parallel, s.exclude), s.kd.tau))
-        trained, stats = train_table(stage2, objectives, replace(s.kd, seed=s.seed), self.progress)
+        key = self.keys["kd"]  # a stopped run resumes from its last evaluation; another key starts over
+        trained, stats = train_table(
+            stage2,
+            objectives,
+            replace(s.kd, seed=s.seed),
+            self.progress,
+            checkpoint=self.work.folder / "kd.partial.safetensors",
+            key=key,
+            save_every=self.save_every,
+        )
         trained.save(self.work.folder / "stage3", dtype="float32")
         return {"objective": s.objective, **stats}
 
