@@ -44,6 +44,7 @@ def test_run_tasks_reports_every_task_and_is_reproducible(
     encoders: dict[str, Encoder] = {"tiny": tiny_model, "bag": BagEncoder()}
     report = run_tasks(encoders, data_dir, None, show_progress=False)
     assert list(report["tasks"]) == ["wordsim", "analogy", "sts", "classification", "retrieval", "clustering"]
+    assert {"scikit-learn", "torch", "onnxruntime"} <= set(report["environment"])  # what the scores rest on
     assert set(report["models"]["tiny"]["results"]) == set(report["tasks"])
     assert "analogy" in report["models"]["bag"]["skipped"]
     files = {f["path"]: f["rows"] for t in report["tasks"].values() for f in t["files"]}

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, replace
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -144,6 +145,10 @@ def test_words_past_rare_after_aim_at_their_own_count(corpus_dir: Path, subword_
 def test_stage_prefix(corpus_dir: Path, subword_tokenizer: Tokenizer) -> None:
     model = run(corpus_dir, FakeTeacher(subword_tokenizer), stages=("extract", "pca"))
     assert model.dim == 6 and model.metadata["steps"].keys() == {"vocab", "select", "extract", "pca"}
+    # the packages whose versions decide a build (the teacher's ONNX export and quantisation among them)
+    saved = staticsem.load(corpus_dir / "model").metadata["environment"]
+    for package in ("numpy", "torch", "tokenizers", "onnx", "onnxruntime"):
+        assert saved[package] == metadata.version(package)
     with pytest.raises(InputError, match="prefix"):
         settings(corpus_dir / "corpus.txt", stages=("pca",)).validate()
 

@@ -20,6 +20,7 @@ from staticsem.distillation.method import record
 from staticsem.distillation.teachers.teacher import DEFAULT_TEACHER, Teacher
 from staticsem.errors import InputError
 from staticsem.text import WordSplitter, make_splitter
+from staticsem.version import BUILD_PACKAGES, environment
 
 if TYPE_CHECKING:
     from staticsem.distillation.method import Frame
@@ -175,6 +176,7 @@ class StepRun:
             **extra,
             "seconds": round(sum(r.get("seconds", 0.0) for r in self.records.values()), 1),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "environment": environment(BUILD_PACKAGES),  # of the run that wrote the model
         }
 
 

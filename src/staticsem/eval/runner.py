@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +12,11 @@ from staticsem.errors import InputError
 from staticsem.eval.base import Encoder, Evaluator, NotApplicable, require
 from staticsem.eval.encoders import encoder_info
 from staticsem.eval.languages import ENGLISH
-from staticsem.version import __version__
+from staticsem.version import BUILD_PACKAGES, __version__, environment
 
 logger = logging.getLogger(__name__)
 SPEED_TEXTS = 5000
-_PACKAGES = ("numpy", "scipy", "scikit-learn", "tokenizers", "torch", "sentence-transformers", "model2vec")
+_PACKAGES = ("scipy", *BUILD_PACKAGES, "model2vec")  # the teachers run on onnx / onnxruntime too
 
 
 Languages = Sequence[str] | None
@@ -161,7 +159,7 @@ def run_tasks(
         "seed": seed,
         "languages": None if languages is None else list(languages),
         "data_dir": str(data),
-        "environment": _environment(),
+        "environment": environment(_PACKAGES),
         "tasks": {t.name: _relative(t.describe(), data) for t in evaluators},
         "speed_texts": {"count": len(texts), "source": source},
         "models": {},
@@ -200,16 +198,6 @@ def _relative(described: dict[str, Any], data: Path) -> dict[str, Any]:
         if path.is_relative_to(data):
             entry["path"] = str(path.relative_to(data))
     return described
-
-
-def _environment() -> dict[str, str]:
-    versions = {"python": platform.python_version(), "platform": platform.platform()}
-    for package in _PACKAGES:
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            continue
-    return versions
 
 
 def _progress(enabled: bool) -> Any:
