@@ -38,6 +38,7 @@ __all__ = [
     "KDSettings",
     "Objective",
     "Regression",
+    "SentenceTargets",
     "_Split",
     "clip_gradient",
     "info_nce",
@@ -122,7 +123,18 @@ def similarity_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) ->
     return -(target * log_probs.masked_fill(eye, 0.0)).sum(dim=1).mean()
 
 
-class Distillation(Objective):
+class SentenceTargets(Objective):
+    """Sentences (bags of the model's rows), each with a target vector; usable where a word is known."""
+
+    def __init__(self, model: StaticModel, sentences: Sequence[str], targets: np.ndarray) -> None:
+        self.bags, self.size = Bags(model, sentences), len(sentences)
+        self.targets = torch.from_numpy(np.asarray(targets, dtype=np.float32))
+
+    def usable(self) -> np.ndarray:
+        return np.flatnonzero(self.bags.counts > 0)
+
+
+class Distillation(SentenceTargets):
     """Stage 3a: sentence means reproduce the teacher's in-batch similarity distributions."""
 
     name = "kd"
@@ -137,12 +149,9 @@ class Distillation(Objective):
     ) -> None:
         if len(targets) != len(sentences):
             raise InputError(f"{len(sentences)} sentences but {len(targets)} teacher embeddings")
-        self.bags, self.tau, self.size = Bags(model, sentences), tau, len(sentences)
         targets = np.asarray(targets, dtype=np.float32)
-        self.targets = torch.from_numpy(targets - targets.mean(axis=0) if center else targets)
-
-    def usable(self) -> np.ndarray:
-        return np.flatnonzero(self.bags.counts > 0)
+        super().__init__(model, sentences, targets - targets.mean(axis=0) if center else targets)
+        self.tau = tau
 
     def directions(self) -> np.ndarray:
         return F.normalize(self.targets, dim=1).numpy()
@@ -162,7 +171,7 @@ class Distillation(Objective):
         ]
 
 
-class Regression(Objective):
+class Regression(SentenceTargets):
     """Each sentence's mean pointed at a target vector of the model's width (cosine): the language
     alignment's refinement, targets in the teacher's shared space (``stages.align.shared_targets``)."""
 
@@ -171,11 +180,7 @@ class Regression(Objective):
     def __init__(self, model: StaticModel, sentences: Sequence[str], targets: np.ndarray) -> None:
         if targets.shape != (len(sentences), model.dim):
             raise InputError(f"{len(sentences)} sentences of width {model.dim} but targets {targets.shape}")
-        self.bags, self.size = Bags(model, sentences), len(sentences)
-        self.targets = torch.from_numpy(np.asarray(targets, dtype=np.float32))
-
-    def usable(self) -> np.ndarray:
-        return np.flatnonzero(self.bags.counts > 0)
+        super().__init__(model, sentences, targets)
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
         pooled = self.bags.pool(table, rows, sparse)

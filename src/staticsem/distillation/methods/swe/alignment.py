@@ -56,13 +56,15 @@ def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
     record: dict[str, Any] = {"sentences": {lang: len(sample.sentences) for lang, sample in samples.items()}}
     if s.align_steps:
         settings = replace(s.kd, max_steps=s.align_steps, seed=s.seed)
-        resume = {  # a stopped refinement resumes from its last evaluation
-            "checkpoint": pipeline.work.folder / "align.partial.safetensors",
-            "key": pipeline.keys["align"],
-            "save_every": pipeline.save_every,
-        }
-        aligned, record["refine"] = refine_rows(
-            aligned, everything, space, settings, pipeline.progress, **resume
+        aligned, record["refine"] = refine_rows(  # a stopped refinement resumes from its last evaluation
+            aligned,
+            everything,
+            space,
+            settings,
+            pipeline.progress,
+            checkpoint=pipeline.work.folder / "align.partial.safetensors",
+            key=pipeline.keys["align"],
+            save_every=pipeline.save_every,
         )
     aligned.save(into, dtype="float32")
     return record
@@ -75,16 +77,21 @@ def refine_rows(
     settings: KDSettings,
     show_progress: bool = True,
     components: int = COMPONENTS,
-    **resume: Any,
+    *,
+    checkpoint: Path | None = None,
+    key: str = "",
+    save_every: float = 180.0,
 ) -> tuple[StaticModel, dict[str, Any]]:
     """``model``'s rows (and pieces) trained so each sentence of ``languages`` has its mean point at its
     teacher embedding in ``space`` (``stages.align.shared_targets``: per language, ``components`` top
-    directions removed, as the maps remove them); the training's stats. ``resume``: ``train_table``'s
-    ``checkpoint``, ``key`` and ``save_every``."""
+    directions removed, as the maps remove them); the training's stats. ``checkpoint``, ``key`` and
+    ``save_every``: ``train_table``'s resumable state."""
     sentences = [sentence for sample in languages.values() for sentence in sample.sentences]
     targets = np.vstack([shared_targets(space, s.targets, components) for s in languages.values()])
     objective = Regression(model, sentences, targets)
-    trained, stats = train_table(model, [objective], settings, show_progress, **resume)
+    trained, stats = train_table(
+        model, [objective], settings, show_progress, checkpoint=checkpoint, key=key, save_every=save_every
+    )
     trained.metadata = model.metadata  # train_table's "kd" record would replace the distillation's own
     used = {lang: len(sample.sentences) for lang, sample in languages.items()}
     return trained, {**stats, "sentences": used}
