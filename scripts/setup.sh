@@ -11,7 +11,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 quiet() { "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
 quiet .venv/bin/python -m pip install -q --upgrade pip
 quiet .venv/bin/python -m pip install -q "torch==2.13.0"
-quiet .venv/bin/python -m pip install -q -e ".[distill,eval,search,serve,dev,ray]"
+# the versions the published figures were built with (a model records them; see constraints.txt)
+quiet .venv/bin/python -m pip install -q -c scripts/constraints.txt -e ".[distill,eval,search,serve,dev,ray]"
 
 # apt_install NOTE PACKAGE...: Debian packages, where apt-get works (root or sudo); else print NOTE.
 apt_install() {

@@ -113,6 +113,7 @@ def test_metadata_records_method_settings_and_corpus(fasttext: tuple[StaticModel
     assert meta["settings"]["seed"] == 0 and meta["settings"]["lowercase"] is True
     assert meta["corpus"][0]["source"] == str(corpus) and len(meta["corpus"][0]["sha256"]) == 64
     assert meta["seconds"] >= 0 and meta["trainer"].startswith("gensim")
+    assert meta["environment"]["gensim"] == meta["trainer"].split()[1] and "numpy" in meta["environment"]
 
 
 # ---------------------------------------------------------------- word2vec

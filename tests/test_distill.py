@@ -151,6 +151,7 @@ def test_cli_distill_end_to_end(tmp_path: Path) -> None:
     model = staticsem.load(tmp_path / "m")
     assert len(model) == len(WORDS) and model.dim == 8 and model.dtype == "float32"
     assert model.metadata["teacher"] == DEFAULT_TEACHER and model.metadata["method"] == "token"
+    assert {"torch", "onnxruntime", "numpy"} <= set(model.metadata["environment"])  # what the rows rest on
     assert not (tmp_path / ".m.work").exists()  # work files removed once the model is saved
     card = (tmp_path / "m" / "README.md").read_text(encoding="utf-8")
     assert "base_model: sentence-transformers/all-MiniLM-L6-v2" in card and "| method | token |" in card

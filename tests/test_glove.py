@@ -219,6 +219,7 @@ def test_distill_and_cli(corpus: Path, tmp_path: Path) -> None:
     saved = load(tmp_path / "cli")
     assert saved.metadata["method"] == "glove" and saved.metadata["settings"]["window"] == 3
     assert saved.metadata["settings"]["corpus_options"]["max_sentences"] == 300
+    assert {"numba", "numpy", "python"} <= set(saved.metadata["environment"])  # the build's arithmetic
     assert "fingerprint" in str(saved.metadata["corpus"]) or saved.metadata["corpus"]
     for folder in (tmp_path / "api", tmp_path / "cli"):  # every distilled folder carries its model card
         card = (folder / "README.md").read_text(encoding="utf-8")

@@ -33,6 +33,7 @@ from staticsem.distillation.methods.classic.settings import FastTextSettings, Wo
 from staticsem.errors import InputError, parse_choice
 from staticsem.model import StaticModel
 from staticsem.ngrams import NgramTable
+from staticsem.version import environment
 
 if TYPE_CHECKING:
     from gensim.models import Word2Vec
@@ -181,6 +182,7 @@ def distill_classic(
         "sentences": int(model.corpus_count),
         "vocabulary": len(wv),
         "seconds": round(time.perf_counter() - started, 1),
+        "environment": environment(("numpy", "scipy", "gensim")),  # gensim's trainer and its arithmetic
     }
     return StaticModel(list(wv.index_to_key), wv.vectors.astype("float32"), ngrams=ngrams, metadata=metadata)
 

@@ -43,6 +43,7 @@ from staticsem.distillation.methods.glove.settings import READING, GloveSettings
 from staticsem.errors import InputError
 from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
+from staticsem.version import environment
 
 if TYPE_CHECKING:
     import scipy.sparse
@@ -226,6 +227,7 @@ def distill_glove(
         "cooccurrences": int(matrix.nnz),
         "seconds": round(time.perf_counter() - started, 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # the process's
+        "environment": environment(("numpy", "numba")),  # the training loop's compiler and arithmetic
     }
     return StaticModel(vocabulary, trainer.vectors(), metadata=metadata)
 

@@ -23,6 +23,7 @@ from staticsem.distillation.methods.token.settings import TokenSettings
 from staticsem.distillation.teachers.backends import backend_key
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.model import StaticModel
+from staticsem.version import BUILD_PACKAGES, environment
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ def distill_token(
             "words": len(words),
             "teacher_backend": teacher.backend,
         },
+        "environment": environment(BUILD_PACKAGES),  # the teacher's numerics and the PCA
     }
     return StaticModel(words, vectors, tokenizer=teacher.subword_tokenizer, metadata=metadata)
 
