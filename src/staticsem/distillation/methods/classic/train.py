@@ -35,6 +35,9 @@ from staticsem.model import StaticModel
 from staticsem.ngrams import NgramTable
 from staticsem.version import environment
 
+# what decides a trained model beside its settings and corpus: gensim's trainer and its arithmetic
+PACKAGES = ("numpy", "scipy", "gensim")
+
 if TYPE_CHECKING:
     from gensim.models import Word2Vec
     from gensim.models.callbacks import CallbackAny2Vec
@@ -182,7 +185,7 @@ def distill_classic(
         "sentences": int(model.corpus_count),
         "vocabulary": len(wv),
         "seconds": round(time.perf_counter() - started, 1),
-        "environment": environment(("numpy", "scipy", "gensim")),  # gensim's trainer and its arithmetic
+        "environment": environment(PACKAGES),
     }
     return StaticModel(list(wv.index_to_key), wv.vectors.astype("float32"), ngrams=ngrams, metadata=metadata)
 

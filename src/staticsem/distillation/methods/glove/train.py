@@ -45,6 +45,9 @@ from staticsem.io.atomic import atomic_file, save_tensors
 from staticsem.model import StaticModel
 from staticsem.version import environment
 
+# what decides a trained model beside its settings and corpus: the training loop's compiler and arithmetic
+PACKAGES = ("numpy", "numba")
+
 if TYPE_CHECKING:
     import scipy.sparse
 
@@ -227,7 +230,7 @@ def distill_glove(
         "cooccurrences": int(matrix.nnz),
         "seconds": round(time.perf_counter() - started, 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # the process's
-        "environment": environment(("numpy", "numba")),  # the training loop's compiler and arithmetic
+        "environment": environment(PACKAGES),
     }
     return StaticModel(vocabulary, trainer.vectors(), metadata=metadata)
 
