@@ -19,6 +19,8 @@ from tokenizers.models import WordPiece
 from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
 
+from staticsem import StaticModel
+from staticsem.distillation.corpus.pairs import Pairs
 from staticsem.distillation.methods.swe.settings import SWESettings
 from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.teachers.teacher import TeacherBatch
@@ -377,3 +379,32 @@ TINY_SWE: dict[str, object] = {
     "remove_top": 1,
     "dim": 12,
 }
+
+
+# ---------------------------------------------------------------- pairs of topics (retrieval training)
+PAIR_TOPICS, PER_TOPIC, PAIR_DIM = 12, 10, 16
+
+
+def topic_words(topic: int) -> list[str]:
+    """The words of topic ``topic``: ``t3w0`` .. ``t3w9``."""
+    return [f"t{topic}w{i}" for i in range(PER_TOPIC)]
+
+
+def pair_topic_model(seed: int = 0) -> StaticModel:
+    """Random rows for 12 topics of 10 words: retrieval by topic is near chance before training."""
+    words = [w for t in range(PAIR_TOPICS) for w in topic_words(t)]
+    rng = np.random.default_rng(seed)
+    return StaticModel(words, rng.normal(size=(len(words), PAIR_DIM)).astype(np.float32))
+
+
+def topic_pairs(count: int, seed: int) -> Pairs:
+    """A query of 3 words of a topic's first half, its positive 8 words of the other half (no word shared)."""
+    rng = np.random.default_rng(seed)
+    pairs = Pairs()
+    for _ in range(count):
+        words = topic_words(int(rng.integers(PAIR_TOPICS)))
+        pairs.queries.append(" ".join(rng.choice(words[:5], 3)))
+        pairs.positives.append(" ".join(rng.choice(words[5:], 8)))
+        pairs.negatives.append(None)
+        pairs.sources.append("topics.tsv")
+    return pairs

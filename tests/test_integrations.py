@@ -58,6 +58,8 @@ def _llamaindex(model: StaticModel) -> dict[str, Callable[[list[str]], Any]]:
         "document": lambda texts: [embed.get_text_embedding(t) for t in texts],
         "query": lambda texts: [embed.get_query_embedding(t) for t in texts],
         "async query": lambda texts: [asyncio.run(embed.aget_query_embedding(t)) for t in texts],
+        "async document": lambda texts: [asyncio.run(embed.aget_text_embedding(t)) for t in texts],
+        "async documents": lambda texts: asyncio.run(embed.aget_text_embedding_batch(texts)),
     }
 
 

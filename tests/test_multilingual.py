@@ -18,7 +18,8 @@ import staticsem
 from fakes import FakeTeacher, corpus_tokenizer, write_parallel
 from staticsem.distillation.corpus.languages import apportion, check_languages, share_vocabulary
 from staticsem.distillation.methods.swe import rows as swe_rows
-from staticsem.distillation.methods.swe.languages import short_counts
+from staticsem.distillation.methods.swe.alignment import short_by_language
+from staticsem.distillation.methods.swe.languages import check_coverage, short_counts
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 from staticsem.distillation.methods.swe.rows import piece_text
 from staticsem.distillation.methods.swe.settings import with_splitter
@@ -79,6 +80,9 @@ def test_language_tags_must_be_language_codes(three: Path) -> None:
     check_languages(["en", "de", "pt-BR", "zh_Hans"])
     with pytest.raises(InputError, match="corpus tag 'xx' is not a language code"):
         check_languages(["en", "xx"])
+    for tag in ("eng", "english", "deu", "german", "fra-CA"):  # three letters or more: not ISO 639-1
+        with pytest.raises(InputError, match=f"corpus tag '{tag}' is not a language code"):
+            check_languages([tag])
     corpus = (f"en={three / 'english.txt'}", f"xx={three / 'german.txt'}")
     with pytest.raises(InputError, match="'xx' is not a language code"):
         settings(three, corpus=corpus).validate()  # the settings' own check, before any teacher loads
@@ -98,6 +102,10 @@ def test_vocabulary_budget_is_shared_equally_or_by_corpus_size() -> None:
     with pytest.raises(InputError, match="leaves a language no word"):
         share_vocabulary(2, {"a": 1, "b": 1, "c": 1}, "equal")
     assert apportion(7, {"a": 0.0, "b": 0.0}) == {"a": 4, "b": 3}
+    # largest remainders first: 10 split 1:2 is 3.33 / 6.67, so the spare word goes to the second
+    assert apportion(10, {"a": 1.0, "b": 2.0}) == {"a": 3, "b": 7}
+    assert apportion(10, {"a": 2.0, "b": 1.0}) == {"a": 7, "b": 3}
+    assert apportion(11, {"a": 1.0, "b": 1.0, "c": 1.0, "d": 6.0}) == {"a": 1, "b": 1, "c": 1, "d": 8}
     assert short_counts(90, {"en": 60, "de": 20, "sv": 10}) == {"en": 60, "de": 20, "sv": 10}
 
 
@@ -131,11 +139,14 @@ def test_a_spaceless_language_gets_the_greedy_splitter_and_spaced_ones_words_in_
 
 
 def test_the_greedy_splitter_cuts_unspaced_runs_into_the_longest_pieces() -> None:
-    pieces = ["<unk>", "\u2581我", "赞", "赏", "首相", "首", "女士", "挪威政府", "政府", "▁hello", "ab"]
+    # 挪威 and 政府 are pieces too: the longest match, 挪威政府, is one word (not 挪威 + 政府)
+    pieces = ["<unk>", "\u2581我", "赞", "赏", "首相", "首", "女士", "挪威", "挪威政府", "政府"]
+    pieces += ["▁hello", "ab"]
     tokenizer = Tokenizer(Unigram([(p, -1.0) for p in pieces], unk_id=0))
     greedy = make_splitter("greedy", tokenizer)
     assert greedy.words("我赞赏首相女士和挪威政府。") == ["我", "赞", "赏", "首相", "女士", "和", "挪威政府"]
     assert greedy.words("首相x首 hello, world") == ["首相", "x", "首", "hello", "world"]
+    assert greedy.words("挪威政府挪威") == ["挪威政府", "挪威"]
     assert greedy.words("Tom's dog barks.") == make_splitter("words").words("Tom's dog barks.")
     text = "Der 首相女士 sprach"
     assert (
@@ -152,6 +163,26 @@ def test_sentencepiece_pieces_reach_the_teacher_without_their_word_mark() -> Non
     assert piece_text("\u2581") == "#" and piece_text("lo") == "lo"
     unigram = Tokenizer(Unigram([("<unk>", 0.0), ("\u2581dog", -1.0), ("s", -2.0)], unk_id=0))
     assert [piece_text(unigram.id_to_token(i) or "") for i in range(3)] == ["<unk>", "dog", "s"]
+
+
+def test_a_language_is_read_when_its_tokens_a_character_stay_under_its_scripts_limit() -> None:
+    """Every character a token: spaced text (0.77 a character) is too many for a spaced language's limit
+    (0.5) and Chinese or Japanese text (1.0) is within theirs (1.0); an unknown-free, dense-enough reader."""
+    from tokenizers import models, normalizers, pre_tokenizers
+
+    english = ["the cat sat on the mat", "a dog ran in the house"]
+    chinese = ["我赞赏首相女士", "挪威政府和首相"]
+    chars = sorted({c for text in english + chinese for c in text if c != " "})
+    pieces = ["[UNK]", *chars, *(f"##{c}" for c in chars)]  # one token a character
+    tokenizer = Tokenizer(models.WordPiece({p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    check_coverage(tokenizer, {"zh": chinese, "ja": chinese}, "chars")
+    refused = "it reads en as 0.77 tokens a character, 0.0 % unknown .at most 0.5 "
+    with pytest.raises(InputError, match=refused):
+        check_coverage(tokenizer, {"zh": chinese, "en": english}, "chars")
+    with pytest.raises(InputError, match="it reads de as"):
+        check_coverage(tokenizer, {"de": english}, "chars")
 
 
 # ---------------------------------------------------------------- bad input: before any teacher pass
@@ -214,6 +245,12 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     }
     assert drawn == short_counts(targets["short"], chosen) == targets["short_languages"], (drawn, chosen)
     assert drawn["sv"] > 0 and drawn["de"] > 0 and drawn["en"] > 0
+    # every short sentence recorded for a language (what the refinement reads) is of that language
+    of_language = {"en": lambda s: not _german(s) and not _third(s), "de": _german, "sv": _third}
+    recorded = short_by_language(work, targets)
+    assert {lang: len(sample.sentences) for lang, sample in recorded.items()} == drawn
+    for lang, sample in recorded.items():
+        assert all(of_language[lang](s) for s in sample.sentences), lang
     np.testing.assert_allclose(np.linalg.norm(saved.encode(["zdog qdog dog"]), axis=1), 1.0, rtol=1e-5)
     # the languages are aligned last: the model is the aligned stage 3, fitted on each language's sentences
     assert model.metadata["steps"]["align"]["sentences"] == chosen
@@ -243,6 +280,13 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     assert "refine" not in maps_only.metadata["steps"]["align"]  # --align-steps 0: the maps alone
     assert teacher.sentences == passes  # only the align step reran
     assert not np.allclose(maps_only.vectors, saved.vectors, atol=1e-4)
+    # the refinement starts from the maps applied to stage 3: the refined rows are those plus its change,
+    # far nearer them than stage 3's own, and the pieces no sentence uses keep them exactly
+    change = np.linalg.norm(saved.vectors - maps_only.vectors)
+    assert change < 0.5 * np.linalg.norm(saved.vectors - plain.vectors)
+    assert saved.pieces is not None and maps_only.pieces is not None
+    untouched = np.all(saved.pieces.vectors == maps_only.pieces.vectors, axis=1)
+    assert untouched.sum() > 0
 
 
 def test_a_stopped_refinement_resumes_from_its_last_evaluation(

@@ -123,9 +123,11 @@ def train_pairs(
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
     kept = sum(record["pairs"].values())
+    start, best = record["dev_loss_start"], record["dev_loss_best"]
+    loss = "no dev split: the last table" if start is None else f"dev loss {start:.4f} → {best:.4f}"
     typer.echo(
         f"wrote {out}: {kept} pairs ({record['skipped_unknown']} skipped: unknown words; "
         f"{sum(record['dropped'].values())} dropped: --exclude or duplicates), {record['steps']} steps, "
-        f"dev loss {record['dev_loss_start']:.4f} → {record['dev_loss_best']:.4f}, {record['seconds']:.0f} s",
+        f"{loss}, {record['seconds']:.0f} s",
         err=True,
     )

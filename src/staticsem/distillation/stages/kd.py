@@ -218,7 +218,7 @@ def train_kd(
     targets: np.ndarray,
     settings: KDSettings = KDSettings(),
     show_progress: bool = True,
-) -> tuple[StaticModel, dict[str, float]]:
+) -> tuple[StaticModel, dict[str, float | None]]:
     """Fine-tune ``model``'s table so sentence means reproduce the teacher's similarities."""
     return train_table(
         model,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from staticsem.distillation.method import setting
+from staticsem.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -46,3 +47,19 @@ class KDSettings:
         "Keep a moving average of the table being distilled (this decay per evaluation, every 40 steps) "
         "instead of the table itself [0: off; 0.95 helps --kd-corpus].",
     )
+
+    def validate(self, flag: str = "--kd-") -> None:
+        """Raise ``InputError`` for a setting training cannot run with (``flag``: the options' prefix)."""
+        if self.batch_size < 2:
+            raise InputError(f"{flag}batch-size must be at least 2 (in-batch losses), got {self.batch_size}")
+        for name in ("eval_every", "patience", "group_pool"):
+            if getattr(self, name) < 1:
+                option = flag + name.replace("_", "-")
+                raise InputError(f"{option} must be at least 1, got {getattr(self, name)}")
+        if self.max_steps < 0 or self.dev_size < 0:
+            raise InputError(
+                f"{flag}max-steps and {flag}dev-size take values >= 0, "
+                f"got {self.max_steps} and {self.dev_size}"
+            )
+        if not self.lr > 0 or not self.clip > 0:
+            raise InputError(f"{flag}lr and {flag}clip must be positive, got {self.lr} and {self.clip}")

@@ -112,6 +112,13 @@ class Anchor:
     sentences: list[str]
     targets: np.ndarray
 
+    def digest(self) -> str:
+        """A short hash of the sentences and their targets (what a resumed training must be anchored by)."""
+        digest = hashlib.sha256(np.ascontiguousarray(self.targets, dtype=np.float32).tobytes())
+        for sentence in self.sentences:
+            digest.update(sentence.encode("utf-8", "surrogatepass") + b"\0")
+        return digest.hexdigest()[:16]
+
     @classmethod
     def from_work(cls, folder: Path) -> Anchor:
         """The chosen (and KD-only) sentences of a build's work folder with their teacher embeddings."""
@@ -199,9 +206,10 @@ def train_pairs(
     anchor: Anchor | None = None,
     work: Path | None = None,
     show_progress: bool = True,
+    save_every: float = 180.0,
 ) -> tuple[StaticModel, dict[str, Any]]:
     """Fine-tune ``model`` on ``pairs`` (with ``anchor`` weighted beside them); ``work`` keeps the mined
-    negatives and a resumable checkpoint.
+    negatives and a resumable checkpoint (saved every ``save_every`` seconds).
 
     :raises InputError: for bad settings, or too few pairs with known words on both sides.
     """
@@ -225,8 +233,8 @@ def train_pairs(
         seed=settings.seed,
     )
     frozen = None if settings.train_pieces or model.pieces is None else len(model)
-    key = fingerprint(
-        {"settings": asdict(settings), "anchor": None if anchor is None else len(anchor.sentences)},
+    key = fingerprint(  # a checkpoint resumes only the same start, pairs, anchor and settings
+        {"settings": asdict(settings), "anchor": None if anchored is None else anchored.digest()},
         [table_digest(model), *pairs.queries, *pairs.positives, *(n or "" for n in pairs.negatives)],
     )
     trained, stats = train_table(
@@ -237,6 +245,7 @@ def train_pairs(
         frozen_from=frozen,
         checkpoint=None if work is None else work / "pairs-training.safetensors",
         key=key,
+        save_every=save_every,
     )
     skipped = len(pairs) - len(ranking.usable())
     if skipped:

@@ -4,9 +4,12 @@ to resume from.
 
 Every step draws one batch of each objective and adds their weighted losses. The summed dev loss every
 ``eval_every`` steps keeps the best table; training stops after ``patience`` evaluations without
-improvement or at ``max_steps``. With ``checkpoint``, the whole state (tables, optimiser moments, the batch
-streams and the random generator) is saved atomically every ``save_every`` seconds, and a run given the same
-``key`` continues from it exactly as if it had not stopped.
+improvement or at ``max_steps``. A dev split needs ``MIN_DEV`` examples or more: with fewer (``dev_size``
+0, or too little data) the run says so, trains all ``max_steps`` and keeps the last table. A dev loss that
+is not a number (training diverged) is an error, never a table kept silently. With ``checkpoint``, the
+whole state (tables, optimiser moments, the batch streams and the random generator) is saved atomically
+every ``save_every`` seconds, and a run given the same ``key`` continues from it exactly as if it had not
+stopped; a checkpoint of another key is not resumed (training starts over, and says so).
 """
 
 from __future__ import annotations
@@ -25,13 +28,14 @@ from safetensors.numpy import load_file
 from tqdm.auto import tqdm
 
 from staticsem.distillation.stages.kd_settings import KDSettings
-from staticsem.errors import InputError
+from staticsem.errors import InputError, StaticsemError
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
 from staticsem.pieces import PieceTable
 
 logger = logging.getLogger(__name__)
 POOL_STEPS = 20  # steps that draw neighbour groups from one pool
+MIN_DEV = 2  # dev examples an objective needs for a dev loss (its in-batch losses compare two or more)
 
 
 class Objective:
@@ -143,9 +147,13 @@ class _Split:
         rows = np.unique(np.concatenate([seeds, self.pool_rows[nearest].ravel()]))
         return np.unique(np.concatenate([rows, self.random_rows(self.size - len(rows))]))
 
+    def has_dev(self) -> bool:
+        """Whether the split holds a dev batch to score (``MIN_DEV`` examples or more)."""
+        return len(self.dev) >= MIN_DEV and self.size >= MIN_DEV
+
     def dev_loss(self, table: torch.Tensor) -> float:
         parts = [self.dev[i : i + self.size] for i in range(0, len(self.dev), self.size)]
-        return float(np.mean(self.objective.batch_losses(table, [p for p in parts if len(p) > 1])))
+        return float(np.mean(self.objective.batch_losses(table, [p for p in parts if len(p) >= MIN_DEV])))
 
     def state(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
         """What resuming needs of the stream: counters and arrays."""
@@ -178,6 +186,7 @@ class _Run:
         if average:
             self.scored.mul_(average).add_(self.table.detach(), alpha=1.0 - average)
         self.current = dev_loss(self.scored)
+        check_loss(self.current, self.step)
         if self.current < self.best:
             self.best, self.best_table, self.stale = self.current, self.scored.detach().clone(), 0
         else:
@@ -235,6 +244,16 @@ class _Run:
         return True
 
 
+def check_loss(loss: float, step: int) -> None:
+    """Raise ``StaticsemError`` when a dev loss is not a number: training diverged (or the dev split holds
+    nothing to score), and no table can be called the best."""
+    if not np.isfinite(loss):
+        raise StaticsemError(
+            f"training diverged: the dev loss is {loss} at step {step}; lower the learning rate "
+            "(the work folder keeps every finished step)"
+        )
+
+
 def device_for(name: str | None = None) -> str:
     """``name``, or a CUDA device when torch sees one, else the CPU."""
     return name or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -251,7 +270,7 @@ def train_table(
     key: str = "",
     save_every: float = 180.0,
     device: str | None = None,
-) -> tuple[StaticModel, dict[str, float]]:
+) -> tuple[StaticModel, dict[str, float | None]]:
     """Fine-tune ``model``'s table on the weighted sum of ``objectives`` (one batch of each per step).
 
     ``frozen_from``: table rows from this index on (the pieces, after the words) get no update.
@@ -271,8 +290,19 @@ def train_table(
         with torch.no_grad():
             return sum(split.objective.weight * split.dev_loss(scored) for split in splits)
 
-    if checkpoint is None or not run.restore(checkpoint, key, rng):
+    early = all(split.has_dev() for split in splits)  # else: every step, the last table kept
+    if not early:
+        sizes = ", ".join(f"{split.objective.name} {len(split.dev)}" for split in splits)
+        logger.warning(
+            "dev split of %s examples (%d or more needed): training runs all %d steps without early "
+            "stopping and keeps the last table",
+            sizes,
+            MIN_DEV,
+            settings.max_steps,
+        )
+    if (checkpoint is None or not run.restore(checkpoint, key, rng)) and early:
         run.best = run.initial = dev_loss(run.scored)
+        check_loss(run.initial, 0)
     started = saved = time.perf_counter()
     progress = tqdm(
         total=settings.max_steps,
@@ -294,16 +324,19 @@ def train_table(
         run.step += 1
         progress.update(1)
         if run.step % settings.eval_every == 0 or run.step == settings.max_steps:  # the last steps count
-            run.evaluate(dev_loss, settings.average)
-            progress.set_postfix(dev=f"{run.current:.4f}", best=f"{run.best:.4f}")
+            if early:
+                run.evaluate(dev_loss, settings.average)
+                progress.set_postfix(dev=f"{run.current:.4f}", best=f"{run.best:.4f}")
             if checkpoint is not None and time.perf_counter() - saved >= save_every:
                 run.save(checkpoint, key, rng)
                 saved = time.perf_counter()
     progress.close()
-    stats: dict[str, float] = {
+    if not early:
+        run.best_table = run.table.detach().clone()
+    stats: dict[str, float | None] = {
         "steps": run.step,
-        "dev_loss_start": run.initial,
-        "dev_loss_best": run.best,
+        "dev_loss_start": run.initial if early else None,
+        "dev_loss_best": run.best if early else None,
         **{f"{s.objective.name}_train": len(s.train) for s in splits},
         **{f"{s.objective.name}_dev": len(s.dev) for s in splits},
         "seconds": round(time.perf_counter() - started, 1),

@@ -358,7 +358,7 @@ class Pipeline(StepRun):
 
     def _pairs(self) -> dict[str, Any]:
         source = STAGE_FOLDERS["align" if self.aligns() else "kd"]
-        return pairs_step(self.work.folder, source, self.settings, self.progress)
+        return pairs_step(self.work.folder, source, self.settings, self.progress, self.save_every)
 
     # ------------------------------------------------------------------ outputs
     def _metadata(self) -> dict[str, Any]:

@@ -273,6 +273,7 @@ class SWESettings(ASESettings):
         for path in self.parallel:
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
+        self.kd.validate()
         if not 0.0 <= self.kd.group_share <= 1.0 or self.kd.group_size < 2:
             raise InputError(
                 f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
