@@ -106,3 +106,53 @@ def test_a_language_with_too_few_sentences_cannot_fit_a_map() -> None:
     few = LanguageSample(samples["b"].sentences[:5], samples["b"].targets[:5])
     with pytest.raises(InputError, match="b: 5 sentences .* cannot fit a map of 8 dimensions"):
         fit_language_maps(model, {"a": samples["a"], "b": few})
+
+
+def test_a_word_shares_languages_by_relative_frequency_not_raw_counts() -> None:
+    """German's corpus is 100 times English's: "man" is as frequent in both (a quarter of each), so it takes
+    both maps equally; by raw counts German's would swamp it."""
+    counts = {"en": {"a": 3, "man": 1}, "de": {"man": 100, "die": 300}}
+    shares = language_shares(["man", "die", "a"], counts)
+    np.testing.assert_allclose(shares, [[0.5, 0.5], [0.0, 1.0], [1.0, 0.0]])
+
+
+def test_subword_pieces_take_the_mean_of_the_languages_maps(subword_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from staticsem.distillation.stages.align import mean_map
+    from staticsem.pieces import PieceTable
+
+    rng = np.random.default_rng(3)
+    model = StaticModel(
+        ["man", "die"], rng.normal(size=(2, 4)).astype(np.float32), tokenizer=subword_tokenizer
+    )
+    rows = rng.normal(size=(subword_tokenizer.get_vocab_size(), 4)).astype(np.float32)
+    model = model.with_pieces(PieceTable(rows, subword_tokenizer, 0.5))
+    maps = {
+        "en": Affine(rng.normal(size=(4, 4)), rng.normal(size=4)),
+        "de": Affine(rng.normal(size=(4, 4)), rng.normal(size=4)),
+    }
+    aligned = align_rows(model, maps, language_shares(model.vocab, {"en": {"man": 1}, "de": {"die": 1}}))
+    assert aligned.pieces is not None
+    np.testing.assert_allclose(aligned.pieces.vectors, mean_map(maps)(rows.astype(np.float64)), rtol=1e-5)
+    assert not np.allclose(aligned.pieces.vectors, maps["en"](rows.astype(np.float64)), atol=1e-3)
+
+
+def test_the_refinements_targets_are_centred_per_language_without_their_top_directions() -> None:
+    from staticsem.distillation.stages.align import shared_targets
+
+    _, samples, _ = translated()
+    space = shared_space(samples, DIM)
+    shifted = samples["a"].targets + 5.0 * np.random.default_rng(4).normal(size=TEACHER_DIM)  # its own offset
+    targets = shared_targets(space, shifted, components=2)
+    np.testing.assert_allclose(targets.mean(axis=0), 0.0, atol=1e-4)
+    singular = np.linalg.svd(targets, compute_uv=False)
+    assert singular[-2:].max() < 1e-3 * singular[0]  # two directions removed: rank DIM - 2
+
+
+def test_each_map_leaves_its_languages_sentences_centred_without_their_top_directions() -> None:
+    model, samples, _ = translated()
+    maps = fit_language_maps(model, samples, components=2)
+    for language, sample in samples.items():
+        mapped = maps[language](model.encode(list(sample.sentences), normalize=False).astype(np.float64))
+        np.testing.assert_allclose(mapped.mean(axis=0), 0.0, atol=1e-6)
+        singular = np.linalg.svd(mapped, compute_uv=False)
+        assert singular[-2:].max() < 1e-6 * singular[0], language  # step 3 removed two more directions

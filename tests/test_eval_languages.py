@@ -211,3 +211,17 @@ def test_cli_eval_with_languages(saved_model: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, [*args, "--languages", "de,german"])
     assert result.exit_code == 2 and result.stderr.startswith("error: --languages: german: not a two-letter")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_set_of_two_languages_is_measured_only_when_both_are_asked_for(tmp_path: Path) -> None:
+    """A de–fr set belongs to German and French: --languages de alone leaves it out."""
+    pairs = ["3.0\tzwei Hunde\tdeux chiens", "1.0\tein Haus\tun chat"]
+    write_rows(tmp_path / "xsts" / "stsb-de-fr-dev.tsv", pairs)
+    write_rows(tmp_path / "xsts" / "stsb-en-de-dev.tsv", pairs)
+    assert list(CrossLingualSTS(tmp_path, languages=("de", "fr")).pairs) == [
+        "stsb-de-fr-dev",
+        "stsb-en-de-dev",
+    ]
+    assert list(CrossLingualSTS(tmp_path, languages=("de",)).pairs) == ["stsb-en-de-dev"]
+    with pytest.raises(InputError, match="xsts: no set in fr among"):
+        CrossLingualSTS(tmp_path, languages=("fr",), files=["stsb-en-de-dev.tsv"])
