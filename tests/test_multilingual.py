@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 from tokenizers.models import Unigram
 
@@ -185,6 +186,61 @@ def test_a_language_is_read_when_its_tokens_a_character_stay_under_its_scripts_l
         check_coverage(tokenizer, {"de": english}, "chars")
 
 
+def test_a_language_with_more_than_one_percent_unknown_tokens_is_not_read() -> None:
+    from tokenizers import models, normalizers, pre_tokenizers
+
+    words = [f"w{i}" for i in range(40)]
+    sentences = [" ".join(words[i : i + 20]) for i in range(0, 20)]  # 20 words, whole tokens each
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0, **{w: i + 1 for i, w in enumerate(words)}}, "[UNK]"))
+    tokenizer.normalizer = normalizers.Lowercase()
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    check_coverage(tokenizer, {"de": sentences}, "words")
+    one_in_twenty = [s + " zz" for s in sentences]  # 1 unknown token in 21: 4.8 %
+    with pytest.raises(InputError, match="it reads de as 0.26 tokens a character, 4.8 % unknown"):
+        check_coverage(tokenizer, {"de": one_in_twenty}, "words")
+
+
+def test_the_corpus_split_counts_every_file_of_a_language(three: Path) -> None:
+    lines = (three / "german.txt").read_text(encoding="utf-8")
+    (three / "german2.txt").write_text(lines, encoding="utf-8")  # German: two files of 600 lines
+    corpus = (
+        f"en={three / 'english.txt'}",
+        f"de={three / 'german.txt'}",
+        f"de={three / 'german2.txt'}",
+        f"sv={three / 'swedish.txt'}",
+    )
+    teacher = FakeTeacher(reader(three))
+    run = pipeline(three, teacher, "sized", corpus=corpus, vocab_split="corpus", vocab_size=150)
+    assert {lang: r.settings.vocab_size for lang, r in run.subruns.items()} == {"en": 43, "de": 86, "sv": 21}
+    assert run.subruns["de"].settings.corpus == (str(three / "german.txt"), str(three / "german2.txt"))
+
+
+def test_each_languages_map_is_fitted_on_its_sentences_own_teacher_embeddings(
+    three: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With fewer --align-sentences than a language chose, the sample's targets are those sentences'."""
+    from staticsem.distillation.methods.swe import alignment
+
+    seen = {}
+    real = alignment.fit_language_maps
+
+    def recording(model, samples, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.update(samples)
+        return real(model, samples, *args, **kwargs)
+
+    monkeypatch.setattr(alignment, "fit_language_maps", recording)
+    teacher = FakeTeacher(reader(three))
+    run = pipeline(three, teacher, align_sentences=40, kd_short=0)
+    run.run(dtype="float32")
+    for language, sub in run.subruns.items():
+        chosen = sub.records["select"]["sentences"]
+        embeddings = load_file(str(sub.work.folder / "stage1.safetensors"))["embeddings"]
+        own = {sentence: embeddings[i] for i, sentence in enumerate(chosen)}
+        sample = seen[language]
+        assert len(sample.sentences) == 40 < len(chosen)
+        np.testing.assert_array_equal(sample.targets, np.stack([own[s] for s in sample.sentences]))
+
+
 # ---------------------------------------------------------------- bad input: before any teacher pass
 def test_a_teacher_that_cannot_read_the_languages_is_refused_before_any_pass(
     three: Path, subword_tokenizer: Tokenizer
@@ -287,6 +343,22 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     assert saved.pieces is not None and maps_only.pieces is not None
     untouched = np.all(saved.pieces.vectors == maps_only.pieces.vectors, axis=1)
     assert untouched.sum() > 0
+
+
+def test_short_sentences_come_after_the_kd_only_text_in_the_targets(three: Path) -> None:
+    """With --kd-corpus, the targets hold its sentences first: each language's short sentences are still
+    its own (and none of the KD-only text)."""
+    extra = three / "extra.txt"
+    extra.write_text("\n".join(f"Xa xb xc{i} xd xe." for i in range(30)) + "\n", encoding="utf-8")
+    teacher = FakeTeacher(reader(three))
+    pipeline(three, teacher, kd_short=60, kd_corpus=(str(extra),)).run(dtype="float32")
+    work = three / ".model.work"
+    targets = json.loads((work / "targets.json").read_text())
+    assert len(targets["sentences"]) == 30 + targets["short"]
+    recorded = short_by_language(work, targets)
+    of_language = {"en": lambda s: not _german(s) and not _third(s), "de": _german, "sv": _third}
+    for lang, sample in recorded.items():
+        assert sample.sentences and all(of_language[lang](s) and "xb" not in s for s in sample.sentences)
 
 
 def test_a_stopped_refinement_resumes_from_its_last_evaluation(
