@@ -129,3 +129,22 @@ def lower_model() -> StaticModel:
 def saved_model(tiny_model: StaticModel, tmp_path: Path) -> Path:
     """``tiny_model`` saved in staticsem's folder format."""
     return tiny_model.save(tmp_path / "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny real teacher (``fakes.build_tiny_teacher``: 2 layers, 32 wide) as a Sentence Transformer folder,
+    for the tests that check plumbing with a real ``Teacher`` (the claims about the packaged MiniLM itself
+    keep it). Built once for every test process of the run (a lock in their shared temporary folder)."""
+    import fcntl
+
+    from fakes import build_tiny_teacher
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # every worker of this run
+    folder = shared / "tiny-teacher"
+    with (shared / "tiny-teacher.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "teacher" / "modules.json").is_file():
+            build_tiny_teacher(folder)
+    return folder / "teacher"

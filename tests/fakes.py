@@ -18,6 +18,7 @@ from tokenizers import Tokenizer
 from tokenizers.models import WordPiece
 from tokenizers.normalizers import BertNormalizer
 from tokenizers.pre_tokenizers import BertPreTokenizer
+from tokenizers.processors import TemplateProcessing
 
 from staticsem import StaticModel
 from staticsem.distillation.corpus.pairs import Pairs
@@ -408,3 +409,83 @@ def topic_pairs(count: int, seed: int) -> Pairs:
         pairs.negatives.append(None)
         pairs.sources.append("topics.tsv")
     return pairs
+
+
+# ---------------------------------------------------------------- a tiny real teacher
+TINY_HIDDEN = 32
+
+
+def build_tiny_teacher(folder: Path, words: list[str] | None = None, seed: int = 0) -> Path:
+    """A 2-layer BERT, 32 wide, saved as a Sentence Transformer folder (Transformer, mean Pooling, Normalize):
+    the real ``tokenizers``, ``transformers`` and pooling code paths in a few seconds, no hub.
+
+    Its WordPiece vocabulary holds ``words`` (default: the fake corpora's, in English and the two fake
+    languages) whole and every letter as a piece; the embeddings of each ``TOPICS`` topic's words share a
+    direction and a fake language's word is near its English one, so the teacher tells topics apart and
+    reads the languages alike as a trained multilingual one would (random weights elsewhere, seeded).
+    """
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    english = sorted({w for topic in TOPICS for w in topic} | set(COMMON))
+    words = words or [*english, "tom", "query", *(prefix + w for prefix in ("z", "q") for w in english)]
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + list("0123456789.,;:!?'\"-()")
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = list(dict.fromkeys([*specials, *words, *letters, *(f"##{c}" for c in letters)]))
+    source = folder / "bert"
+    source.mkdir(parents=True, exist_ok=True)
+    wordpiece = Tokenizer(WordPiece({p: i for i, p in enumerate(vocab)}, unk_token="[UNK]"))
+    wordpiece.normalizer = BertNormalizer(lowercase=True)
+    wordpiece.pre_tokenizer = BertPreTokenizer()
+    wordpiece.post_processor = TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+    )
+    tokenizer = BertTokenizerFast(
+        tokenizer_object=wordpiece,
+        unk_token="[UNK]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        mask_token="[MASK]",
+        do_lower_case=True,
+    )
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=TINY_HIDDEN,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+    )
+    torch.manual_seed(seed)
+    bert = BertModel(config)
+    rng = np.random.default_rng(seed)
+    with torch.no_grad():  # words stand out from positions and the random layers: a token's state is its word
+        for module in bert.modules():  # BERT's own scheme, whatever the installed version's default
+            if isinstance(module, torch.nn.Linear | torch.nn.Embedding):
+                module.weight.normal_(0.0, 0.02)
+            if isinstance(module, torch.nn.Linear) and module.bias is not None:
+                module.bias.zero_()
+        embeddings = bert.embeddings.word_embeddings.weight
+        embeddings.copy_(torch.from_numpy(rng.normal(size=tuple(embeddings.shape)).astype(np.float32)))
+        for topic in TOPICS:
+            direction = torch.from_numpy(rng.normal(size=TINY_HIDDEN).astype(np.float32))
+            for word in topic:
+                if word in vocab:
+                    embeddings[vocab.index(word)] = 0.8 * direction + 0.6 * embeddings[vocab.index(word)]
+        for word in english:  # the fake languages' words (``german``: z-prefixed; q-prefixed) mean the same
+            for translated in ("z" + word, "q" + word):
+                if word in vocab and translated in vocab:
+                    row = vocab.index(translated)
+                    embeddings[row] = 0.9 * embeddings[vocab.index(word)] + 0.1 * embeddings[row]
+    bert.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    transformer = Transformer(str(source), max_seq_length=64)
+    pooling = Pooling(TINY_HIDDEN, "mean")
+    teacher = SentenceTransformer(modules=[transformer, pooling, Normalize()], device="cpu")
+    out = folder / "teacher"
+    teacher.save(str(out))
+    return out

@@ -11,7 +11,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from staticsem import StaticModel, load
 from staticsem.distillation.corpus.sampling import count_words
 from staticsem.distillation.methods.swe.pipeline import SWESettings
-from staticsem.distillation.stages.extract import _occurrences
+from staticsem.distillation.teachers.batches import occurrences as _occurrences
 from staticsem.errors import InputError, ModelFormatError
 from staticsem.text import SPLITTERS, SubwordSplitter, WordSplitter, make_splitter, register_splitter
 

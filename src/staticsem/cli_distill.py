@@ -19,8 +19,9 @@ from typing import Annotated, Any
 
 import typer
 
-from staticsem.distillation.method import Method, listing
+from staticsem.distillation.method import Method, Need, listing
 from staticsem.distillation.methods import get_method, methods
+from staticsem.distillation.teachers.device import DEVICE_HELP
 from staticsem.errors import InputError
 
 # The option families the --method form has always named together when it refuses one of them.
@@ -106,8 +107,9 @@ def settings_values(options: list[Option], given: dict[str, Any]) -> dict[str, A
     return values | {name: group(**fields) for name, (group, fields) in nested.items()}
 
 
-def _frame_parameters(method: Method | None) -> list[inspect.Parameter]:
-    """Where and how to run: the options every method takes (``ray`` only where it scales)."""
+def _frame_parameters(method: Method | None, taken: frozenset[str] = frozenset()) -> list[inspect.Parameter]:
+    """Where and how to run: the options every method takes (``ray`` and ``workers`` only where it scales;
+    none whose name a settings field of the ``--method`` form has ``taken``)."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     out_help = "Folder to write the model to (work files go beside it)."
     rows: list[tuple[str, Any, Any, str]] = [
@@ -116,7 +118,18 @@ def _frame_parameters(method: Method | None) -> list[inspect.Parameter]:
         ("keep_work", bool, True, "Keep the work folder for reruns with other settings."),
         ("trust_remote_code", bool, False, "Allow the teacher's own code from the hub."),
     ]
+    if method is None or Need.TEACHER in method.needs:
+        rows.append(("device", str, "auto", DEVICE_HELP))
     if method is None or method.scalable:
+        rows.append(
+            (
+                "workers",
+                int | None,
+                None,
+                "Processes for the corpus's passes (reading, counting, choosing, exclusion hashing) "
+                "[every core]; the result does not depend on it.",
+            )
+        )
         rows += [
             (
                 "ray",
@@ -132,6 +145,7 @@ def _frame_parameters(method: Method | None) -> list[inspect.Parameter]:
                 "With --ray: teacher replicas [one per GPU, else one per CPU].",
             ),
         ]
+    rows = [row for row in rows if row[0] not in taken]
     flags = {"out_dir": "--out", "keep_work": "--keep-work/--no-keep-work"}
     flags["trust_remote_code"] = "--trust-remote-code/--no-trust-remote-code"
     return [
@@ -165,6 +179,7 @@ def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
         trust_remote_code=frame["trust_remote_code"],
         ray=frame.get("ray"),
         ray_workers=frame.get("ray_workers"),
+        **{key: frame[key] for key in ("device", "workers") if key in frame},
         **values,
     )
     typer.echo(
@@ -221,7 +236,7 @@ def _legacy_help(option: Option, owners: list[str]) -> str:
 def legacy_command() -> Callable[..., None]:
     """``staticsem distill --method NAME ...``: every method's options at once (the older form)."""
     union, owners = _union()
-    frame = _frame_parameters(None)
+    frame = _frame_parameters(None, frozenset(o.name for o in union))  # word2vec's --workers: gensim's
     choices = "; ".join(f"{m.name} ({m.summary})" for m in methods())
     method_parameter = inspect.Parameter(
         "method",
@@ -238,11 +253,14 @@ def legacy_command() -> Callable[..., None]:
         method = get_method(given["method"])
         own = {o.flag for o in settings_options(method.settings)}
         changed = [o for o in union if given[o.name] != o.default]
+        extra = {}
         for option in changed:
-            if option.flag not in own:
+            if option.name == "workers" and method.scalable:  # the corpus's processes, for this method
+                extra["workers"] = given["workers"]
+            elif option.flag not in own:
                 raise InputError(_refusal(option, union, owners))
         mine = [o for o in settings_options(method.settings) if o.flag in {c.flag for c in changed}]
-        run(method.name, settings_values(mine, given), {p.name: given[p.name] for p in frame})
+        run(method.name, settings_values(mine, given), {**{p.name: given[p.name] for p in frame}, **extra})
 
     context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
     parameters = [o.parameter(help=_legacy_help(o, owners[o.flag])) for o in union]

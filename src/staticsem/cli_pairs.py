@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 
 from staticsem.distillation.stages.pairs_settings import PairsSettings
+from staticsem.distillation.teachers.device import DEVICE_HELP
 from staticsem.errors import InputError
 from staticsem.io.hub import REVISION_HELP
 
@@ -74,6 +75,7 @@ def train_pairs(
     into: Annotated[str, typer.Option("--pairs-into", help=_HELP["into"])] = _DEFAULT.into,
     seed: Annotated[int, typer.Option(help="Seed of the split, the batches and the mining.")] = _DEFAULT.seed,
     keep_work: Annotated[bool, typer.Option(help="Keep .OUT.work (mined negatives) after success.")] = False,
+    device: Annotated[str, typer.Option(help=DEVICE_HELP)] = "auto",
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     revision: Annotated[str | None, typer.Option(help=REVISION_HELP)] = None,
 ) -> None:
@@ -82,11 +84,13 @@ def train_pairs(
     from staticsem.distillation.corpus.pairs import read_pairs_files
     from staticsem.distillation.stages.pairs import Anchor, anchor_from_corpus
     from staticsem.distillation.stages.pairs import train_pairs as fit
+    from staticsem.distillation.teachers.device import resolve_device
     from staticsem.io import load
     from staticsem.io.card import refresh
 
     if anchor is not None and kd_corpus:
         raise InputError("give --anchor (a work folder) or --kd-corpus, not both")
+    where = resolve_device(device)  # CUDA without a GPU: one line, before any reading
     settings = PairsSettings(  # the settings turn --pairs-matryoshka's items into ints (or say why not)
         batch_size=batch_size,
         lr=lr,
@@ -114,10 +118,10 @@ def train_pairs(
     if anchor is not None:
         anchored: Anchor | None = Anchor.from_work(anchor)
     elif kd_corpus:
-        anchored = anchor_from_corpus(loaded, kd_corpus, settings, exclude or (), work, progress)
+        anchored = anchor_from_corpus(loaded, kd_corpus, settings, exclude or (), work, progress, where)
     else:
         anchored = None
-    trained, record = fit(loaded, data, settings, anchored, work, progress)
+    trained, record = fit(loaded, data, settings, anchored, work, progress, device=where)
     trained.save(out)
     refresh(out)  # README.md: the modes and the pairs training beside how the model was made
     if not keep_work:

@@ -225,6 +225,11 @@ def _greedy(tokenizer: Tokenizer | None) -> WordSplitter:
 register_splitter("words", lambda tokenizer: WordSplitter())
 register_splitter("subword", _subword)
 register_splitter("greedy", _greedy)
+BUILTIN_SPLITTERS = (
+    "words",
+    "subword",
+    "greedy",
+)  # known to every process (others are registered at run time)
 
 
 def make_splitter(name: str, tokenizer: Tokenizer | None = None) -> WordSplitter:

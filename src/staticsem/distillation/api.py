@@ -10,6 +10,8 @@ from typing import Any
 
 from staticsem.distillation.method import Frame, Method, listing
 from staticsem.distillation.methods import get_method, methods
+from staticsem.distillation.teachers.device import check_device
+from staticsem.distillation.workers import check_workers
 from staticsem.errors import InputError, MissingExtra
 from staticsem.model import StaticModel
 
@@ -42,6 +44,8 @@ def distill(
     ray: str | None = None,
     ray_workers: int | None = None,
     teacher_backend: str | None = None,
+    device: str = "auto",
+    workers: int | None = None,
     **options: Any,
 ) -> StaticModel:
     """Distil a static model from ``teacher`` (``None``: the packaged all-MiniLM-L6-v2), or train a baseline.
@@ -66,7 +70,11 @@ def distill(
         cluster (``auto``, ``local``, ``HOST:PORT`` or ``ray://HOST:PORT``; needs ``staticsem[ray]``) with
         ``ray_workers`` teacher replicas [one per GPU, else one per CPU]; the model equals the single-process
         one.
-    :raises InputError: for unknown methods or options, bad settings, unreadable inputs.
+    :param device: where the teacher and the training run: ``auto`` (a CUDA GPU where torch sees one, else
+        the CPU), ``cpu``, ``cuda`` or ``cuda:N``. On a GPU the teacher runs in torch at
+        ``teacher_precision`` (``auto``: fp16); on the CPU in ONNX Runtime with int8 weights.
+    :param workers: processes for the corpus's passes (reading, counting, choosing, hashing) [every core].
+    :raises InputError: for unknown methods or options, bad settings, unreadable inputs, CUDA without a GPU.
     """
     chosen = get_method(method)
     require_extras()
@@ -90,6 +98,8 @@ def distill(
         work_dir=None if work_dir is None else Path(work_dir),
         trust_remote_code=trust_remote_code,
         show_progress=show_progress,
+        workers=check_workers(workers),
+        device=check_device(device),
     )
     model = _run(chosen, settings, frame, (ray or "auto", ray_workers) if scaled else None)
     if frame.out is not None:

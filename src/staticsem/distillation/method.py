@@ -52,6 +52,8 @@ class Frame:
     trust_remote_code: bool = False
     show_progress: bool = True
     scale: Any = None  # a ``staticsem.scale.distill.RayScale`` for the methods that scale, else None
+    workers: int | None = None  # processes for the corpus's passes [every core]
+    device: str = "auto"  # where the teacher and training run: auto, cpu, cuda or cuda:N
 
     def work_folder(self) -> Path | None:
         """The work folder: ``work_dir``, else ``.NAME.work`` beside ``out`` (None with neither)."""

@@ -8,18 +8,22 @@ import logging
 import resource
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from staticsem.distillation.checkpoint import Work, timed, work_folder
+from staticsem.distillation.checkpoint import Work, fingerprint, timed, work_folder
 from staticsem.distillation.corpus.prefetch import background_sentences
 from staticsem.distillation.corpus.reading import CorpusOptions, fingerprint_sources
-from staticsem.distillation.corpus.sampling import count_words
-from staticsem.distillation.corpus.vocabulary import vocabulary_key, vocabulary_step
+from staticsem.distillation.corpus.scan import Words, stream_sentences
+from staticsem.distillation.corpus.stored import StoredCorpus
+from staticsem.distillation.corpus.vocabulary import vocabulary_key, vocabulary_record, vocabulary_step
 from staticsem.distillation.method import record
+from staticsem.distillation.teachers.device import resolve_device, resolve_runtime
 from staticsem.distillation.teachers.teacher import DEFAULT_TEACHER, Teacher
+from staticsem.distillation.workers import check_workers
 from staticsem.errors import InputError
-from staticsem.text import WordSplitter, make_splitter
+from staticsem.text import BUILTIN_SPLITTERS, WordSplitter, make_splitter
 from staticsem.version import BUILD_PACKAGES, environment
 
 if TYPE_CHECKING:
@@ -42,6 +46,7 @@ class CorpusSettings(Protocol):
     max_corpus_sentences: int | None
     exclude: tuple[str, ...]
     teacher_backend: str
+    teacher_precision: str
 
     def validate(self) -> None: ...
 
@@ -62,8 +67,19 @@ class StepRun:
         save_every: float = 180.0,
         work_dir: Path | None = None,
         scale: Any | None = None,
+        workers: int | None = None,
+        device: str = "auto",
     ) -> None:
         settings.validate()
+        self.workers = check_workers(workers)  # processes for the corpus's passes (every core by default)
+        # where the teacher runs (auto: the GPU where torch sees one), its backend and precision; the settings
+        # (so the keys and config.json) hold what they resolve to
+        self.runtime = (scale.runtime if scale is not None else resolve_runtime)(
+            device, settings.teacher_backend, settings.teacher_precision
+        )
+        settings = replace(
+            settings, teacher_backend=self.runtime.backend, teacher_precision=self.runtime.precision
+        )
         self.settings, self.out, self.progress = settings, out, show_progress
         self.trust_remote_code, self.save_every = trust_remote_code, save_every
         self.work = Work(work_dir or work_folder(out))
@@ -79,6 +95,7 @@ class StepRun:
                     getattr(settings, "prompt", None),
                     settings.teacher_backend,
                     str(self.work.folder / "onnx"),
+                    settings.teacher_precision,
                 )
             )
         self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
@@ -103,8 +120,28 @@ class StepRun:
                 prompt=getattr(self.settings, "prompt", None),
                 backend=self.settings.teacher_backend,
                 cache=self.work.folder / "onnx",
+                device=self.local_device,
+                precision=self.settings.teacher_precision,
             )
+            logger.info("teacher on %s", self.runtime.describe())
         return self._teacher
+
+    @property
+    def local_device(self) -> str:
+        """Where this process's teacher runs (with Ray, the replicas run theirs: this one serves its
+        tokenizer and the steps that stay here, on the CPU)."""
+        return "cpu" if self.runtime.device.startswith("ray") else self.runtime.device
+
+    @property
+    def train_device(self) -> str:
+        """Where the steps that train (KD, the alignment's refinement, the pairs) run: the teacher's device
+        (with Ray: this machine's GPU, if it has one)."""
+        return self.runtime.device if not self.runtime.device.startswith("ray") else resolve_device("auto")
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the teacher runs on a GPU (its passes then batch by tokens)."""
+        return self.runtime.device.startswith("cuda") or self.runtime.device == "ray-gpu"
 
     @functools.cached_property
     def splitter(self) -> WordSplitter:
@@ -118,9 +155,35 @@ class StepRun:
             raise InputError(str(exc)) from None
 
     def sentences(self, excluded: dict[str, int] | None = None) -> Iterator[str]:
-        """The corpus sentences, streamed afresh (read ahead in a child process); ``excluded`` counts the
-        sentences ``--exclude`` dropped, per source."""
-        return background_sentences(self.settings.corpus, self.options, excluded=excluded)
+        """The corpus sentences, streamed afresh (on ``workers`` processes; with Ray, read ahead in a child
+        process for the cluster); ``excluded`` counts the sentences ``--exclude`` dropped, per source."""
+        if self.scale is not None:
+            return background_sentences(self.settings.corpus, self.options, excluded=excluded)
+        return stream_sentences(self.settings.corpus, self.options, workers=self.workers, excluded=excluded)
+
+    def _words(self, lowercase: bool) -> Words:
+        """How the vocabulary splits sentences into words (for the corpus's workers)."""
+        name = self.splitter.name
+        tokenizer = None if name == "words" else self.teacher.subword_tokenizer.to_str()
+        return Words(lowercase, name, tokenizer)
+
+    def _stored_folder(self, lowercase: bool) -> Path:
+        """Where the corpus, read once for the vocabulary, is kept (by what decides its words)."""
+        s = self.settings
+        key = fingerprint(
+            {
+                "corpus": [p.get("sha256") or p["source"] for p in self.corpus_prints],
+                "options": self.options.key(),
+                "splitter": self.splitter.name,
+                "lowercase": lowercase,
+                "teacher": (s.teacher or "default") if self.splitter.name != "words" else None,
+            }
+        )
+        return self.work.folder / f"corpus-{key}"
+
+    def stored_corpus(self, lowercase: bool) -> StoredCorpus | None:
+        """The corpus as the vocabulary step stored it (None with Ray, or a folder from before it did)."""
+        return None if self.scale is not None else StoredCorpus.open(self._stored_folder(lowercase))
 
     def vocabulary_key(self) -> str:
         """Key of the vocabulary step (corpus content, teacher, sizes, word list)."""
@@ -131,18 +194,36 @@ class StepRun:
         )
 
     def _vocab(self) -> dict[str, Any]:
-        s, excluded = self.settings, dict[str, int]()
-        found = vocabulary_step(
-            self.sentences(excluded),
-            self.teacher.lowercases,
-            s.vocab_size,
-            s.min_count,
-            s.vocabulary,
-            self.progress,
-            self.splitter.words,
-            count=self.scale.count_words if self.scale else count_words,
+        """Count the corpus's words: read once on every core and stored for the later steps (or, with Ray,
+        a map-reduce on the cluster)."""
+        s, excluded, lowercase = self.settings, dict[str, int](), self.teacher.lowercases
+        if self.scale is not None:
+            found = vocabulary_step(
+                self.sentences(excluded),
+                lowercase,
+                s.vocab_size,
+                s.min_count,
+                s.vocabulary,
+                self.progress,
+                self.splitter.words,
+                count=self.scale.count_words,
+            )
+            return {**found, "excluded": excluded} if s.exclude else found
+        folder = self._stored_folder(lowercase)
+        stored = StoredCorpus.open(folder)
+        if stored is None:
+            for old in self.work.folder.glob("corpus-*"):  # another corpus or options: not needed again
+                shutil.rmtree(old, ignore_errors=True)
+            # a splitter registered in this process only (register_splitter) is unknown to other processes
+            workers = self.workers if self.splitter.name in BUILTIN_SPLITTERS else 1
+            stored = StoredCorpus.build(
+                folder, s.corpus, self.options, self._words(lowercase), workers=workers,
+                show_progress=self.progress,
+            )  # fmt: skip
+        found = vocabulary_record(
+            stored.counter(), stored.sentences, lowercase, s.vocab_size, s.min_count, s.vocabulary
         )
-        return {**found, "excluded": excluded} if s.exclude else found
+        return {**found, "excluded": dict(stored.excluded)} if s.exclude else found
 
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step of the method, save the model to ``out`` and return it."""
@@ -174,6 +255,7 @@ class StepRun:
             "steps": steps,
             "teacher_passes": teacher_passes,
             **extra,
+            "runtime": {"device": self.runtime.describe(), "workers": self.workers},
             "seconds": round(sum(r.get("seconds", 0.0) for r in self.records.values()), 1),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "environment": environment(BUILD_PACKAGES),  # of the run that wrote the model
@@ -189,6 +271,8 @@ def run_in_frame(make: Callable[..., StepRun], settings: Any, frame: Frame, **ex
         show_progress=frame.show_progress,
         work_dir=frame.work_dir,
         scale=frame.scale,
+        workers=frame.workers,
+        device=frame.device,
         **extra,
     )
     model: StaticModel = run.run(dtype=frame.dtype)

@@ -110,9 +110,13 @@ def evaluate(
         Path | None,
         typer.Option(help="Folder keeping the st: models' ONNX exports between runs [a temporary folder]."),
     ] = None,
+    device: Annotated[
+        str, typer.Option(help="Where the st: models run (torch backend): auto, cpu, cuda or cuda:N.")
+    ] = "auto",
 ) -> None:
     """Measure models side by side on the evaluation tasks; write JSON + a markdown report with plots."""
     from staticsem.distillation.teachers.backends import check_backend
+    from staticsem.distillation.teachers.device import resolve_device
     from staticsem.eval.encoders import load_encoder
     from staticsem.eval.languages import parse_languages
     from staticsem.eval.report import rich_table, write_report
@@ -121,12 +125,13 @@ def evaluate(
     if not data.is_dir():
         raise InputError(f"--data {data}: no such folder")
     check_backend(st_backend)
+    where = resolve_device(device) if any(spec.startswith("st:") for spec in models) else "cpu"
     codes = parse_languages(languages)
     evaluators = build_tasks(data, _task_list(tasks), seed, codes)  # bad data fails before any model loads
     encoders = {}
     for name, spec in zip(_names(models), models, strict=True):
         _err.print(f"loading {spec} as {name!r}")
-        encoders[name] = load_encoder(spec, st_backend, onnx_cache)
+        encoders[name] = load_encoder(spec, st_backend, onnx_cache, device=where)
     report = run_tasks(
         encoders, data, evaluators, seed=seed, languages=codes, speed=speed, show_progress=progress
     )

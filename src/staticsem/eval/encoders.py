@@ -44,7 +44,13 @@ class SentenceTransformerEncoder:
     """
 
     def __init__(
-        self, name: str, *, batch_size: int = 64, show_progress: bool = False, prompt: str | None = None
+        self,
+        name: str,
+        *,
+        batch_size: int = 64,
+        show_progress: bool = False,
+        prompt: str | None = None,
+        device: str = "cpu",
     ) -> None:
         require("torch", "sentence_transformers")
         import torch
@@ -58,7 +64,7 @@ class SentenceTransformerEncoder:
         hf_logging.set_verbosity_error()  # the load report lists unused position ids: noise here
         hf_logging.disable_progress_bar()
         try:
-            self.model = SentenceTransformer(path, device="cpu", local_files_only=local)
+            self.model = SentenceTransformer(path, device=device, local_files_only=local)
         except (OSError, ValueError) as exc:
             raise InputError(
                 f"cannot load Sentence Transformer {name!r}: {str(exc).splitlines()[0]}"
@@ -79,6 +85,7 @@ class SentenceTransformerEncoder:
             "dim": _st_dim(self.model),
             "max_seq_length": int(self.model.max_seq_length or 0),
             **({"prompt": self.prompt} if self.prompt else {}),
+            **({"device": device} if device != "cpu" else {}),
         }
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -164,9 +171,11 @@ class Model2VecEncoder:
         return load(self.path)
 
 
-def load_encoder(spec: str, backend: str = "torch", cache: Path | None = None) -> Encoder:
-    """The encoder named by ``spec`` (see the module docstring); ``backend`` and ``cache`` (the ONNX
-    export folder) apply to Sentence Transformers only.
+def load_encoder(
+    spec: str, backend: str = "torch", cache: Path | None = None, *, device: str = "cpu"
+) -> Encoder:
+    """The encoder named by ``spec`` (see the module docstring); ``backend``, ``cache`` (the ONNX export
+    folder) and ``device`` (the torch backend's) apply to Sentence Transformers only.
 
     :raises InputError: for a missing path or a transformer folder given without ``st:``.
     :raises ModelFormatError: for a file or folder staticsem cannot read.
@@ -175,7 +184,7 @@ def load_encoder(spec: str, backend: str = "torch", cache: Path | None = None) -
         name, _, prompt = spec[len(ST_PREFIX) :].partition("#")
         if backend != "torch":
             return TeacherBackendEncoder(name, backend, prompt=prompt or None, cache=cache)
-        return SentenceTransformerEncoder(name, prompt=prompt or None)
+        return SentenceTransformerEncoder(name, prompt=prompt or None, device=device)
     from staticsem.io import Format, detect, load
     from staticsem.io.hub import resolve
     from staticsem.io.layout import is_hub_name

@@ -216,6 +216,7 @@ def _facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
     passes = meta.get("teacher_passes")
     facts += [("teacher passes", f"{passes:,}" if isinstance(passes, int) else passes)]
     facts += [("build time", _duration(meta["seconds"]) if "seconds" in meta else None)]
+    facts += [("teacher ran on", _mapping(meta.get("runtime")).get("device"))]
     facts += [("trained on pairs", _pairs_text(meta))]
     facts += [("peak memory", f"{meta['peak_rss_mib']:,.0f} MiB" if "peak_rss_mib" in meta else None)]
     hub_id = teacher_hub_id(meta.get("teacher"))

@@ -33,11 +33,13 @@ from staticsem.distillation.stages.extract import (
     Extraction,
     SentenceRows,
     extract_shard,
-    length_batches,
+    plan_batches,
+    plan_key,
     resume,
     save_partial,
     zero_sums,
 )
+from staticsem.distillation.teachers.device import Runtime, resolve_runtime
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.errors import InputError, StaticsemError
 from staticsem.scale.cluster import Placement, connect, require_ray
@@ -57,16 +59,19 @@ class TeacherSpec:
     prompt: str | None = None
     backend: str = "torch"
     cache: str | None = None  # where a replica keeps its ONNX export (the driver's work folder)
+    precision: str = "fp32"  # the torch backend's (its GPU replicas run at it; the CPU ones at fp32)
 
     def __call__(self, device: str, threads: int) -> Teacher:
+        on_gpu = device != "cpu" and self.backend == "torch"
         return Teacher(
             self.name,
-            device=device if self.backend == "torch" else "cpu",
+            device=device if on_gpu else "cpu",
             trust_remote_code=self.trust_remote_code,
             threads=threads,
             prompt=self.prompt,
             backend=self.backend,
             cache=None if self.cache is None else Path(self.cache),
+            precision=self.precision if on_gpu or self.backend != "torch" else "fp32",
         )
 
 
@@ -132,6 +137,11 @@ class RayScale:
         for replica in self.replicas:
             ray.kill(replica)
         self.replicas = []
+
+    def runtime(self, device: str, backend: str, precision: str) -> Runtime:
+        """The replicas' teacher backend and precision (``auto``: torch at fp16 where they hold GPUs, else
+        onnx-int8); ``device`` is this machine's, which Ray's placement decides for them."""
+        return resolve_runtime("ray-gpu" if self.placement.num_gpus else "ray", backend, precision)
 
     def default_teacher(self, spec: TeacherSpec) -> None:
         """Use ``spec`` for the replicas unless a ``build`` was given."""
@@ -259,22 +269,30 @@ class RayScale:
         show_progress: bool = True,
         layer: int | None = None,
         splitter: WordSplitter | None = None,
+        batch_tokens: int | None = None,
+        workers: int = 1,
     ) -> Extraction:
-        """``extract.extract`` on the replicas: shards of whole length-sorted batches, merged in order.
+        """``extract.extract`` on the replicas: shards of whole batches of its plan (``plan_batches``: a GPU
+        replica's token budget, else sentences by length), merged in order; each replica runs the same
+        extraction (``extract_shard``). ``workers`` is the single-process call's (the replicas prepare their
+        batches in a thread each).
 
         ``checkpoint`` is the single-process partial file (same format, so either path resumes the other);
         finished shards wait in ``NAME.shards/`` beside it until a saved partial covers them.
         """
         ray = require_ray()
-        batches = length_batches(sentences, batch_size)
+        batches = plan_batches(teacher, sentences, batch_size, batch_tokens)
+        key = plan_key(batches)
         sums, counts = zero_sums(len(vocab), teacher.hidden_size)
         rows, done = SentenceRows(len(sentences)), 0
-        if checkpoint.is_file():
-            sums, counts, saved, done = resume(checkpoint, len(batches))
-            rows = SentenceRows(len(sentences), saved)
-        per = max(1, self.shard_sentences // batch_size)
-        store = ChunkStore(checkpoint.with_name(checkpoint.name.split(".")[0] + ".shards"), f"{per}")
-        merged = _Merge(batches, sums, counts, rows, done, per, store, checkpoint, save_every)
+        saved = resume(checkpoint, len(batches), key) if checkpoint.is_file() else None
+        if saved is not None:
+            sums, counts, arrays, done = saved
+            rows = SentenceRows(len(sentences), arrays)
+        mean = batch_size if batch_tokens is None else max(1, len(sentences) // max(len(batches), 1))
+        per = max(1, self.shard_sentences // mean)
+        store = ChunkStore(checkpoint.with_name(checkpoint.name.split(".")[0] + ".shards"), f"{per}-{key}")
+        merged = _Merge(batches, sums, counts, rows, done, per, store, checkpoint, save_every, key)
         progress = tqdm(
             total=len(sentences),
             initial=sum(len(b) for b in batches[:done]),
@@ -344,10 +362,11 @@ class _Merge:
         store: ChunkStore,
         checkpoint: Path,
         save_every: float,
+        plan: str = "",
     ) -> None:
         self.batches, self.sums, self.counts, self.rows = batches, sums, counts, rows
         self.done, self.per, self.store, self.checkpoint = done, per, store, checkpoint
-        self.save_every, self.saved_at = save_every, time.monotonic()
+        self.save_every, self.saved_at, self.plan = save_every, time.monotonic(), plan
 
     def add(self, first: int, arrays: dict[str, np.ndarray]) -> None:
         """Keep shard ``first`` as its own file, then merge every shard that is next in order."""
@@ -368,7 +387,7 @@ class _Merge:
 
     def save(self) -> None:
         """Save the merged sums, then drop the shard files they cover."""
-        save_partial(self.checkpoint, self.sums, self.counts, self.rows.arrays, self.done)
+        save_partial(self.checkpoint, self.sums, self.counts, self.rows.arrays, self.done, self.plan)
         self.saved_at = time.monotonic()
         for path in self.store.folder.glob("chunk-*.safetensors"):
             if int(path.stem.split("-")[1]) < self.done:

@@ -15,12 +15,16 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from staticsem.errors import InputError
 from staticsem.text import SPLITTERS, word_pattern
+
+if TYPE_CHECKING:
+    from staticsem.distillation.corpus.stored import StoredCorpus
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +115,65 @@ def word_targets(
     return [per_word] * rare_after + [min(per_word, per_rare_word)] * (words - rare_after)
 
 
+class Chooser:
+    """The sentence choice's state: each word's remaining corpus occurrences, its target and its fill.
+
+    ``offer`` takes the vocabulary rows of the next sentence of the stream (in order, repeats kept) and says
+    whether the sentence is chosen (see the module's rule).
+    """
+
+    def __init__(
+        self, vocab: Sequence[str], counts: Mapping[str, int], per_word: int | Sequence[int], threshold: float
+    ) -> None:
+        self.remaining = [counts.get(w, 0) for w in vocab]
+        self.need = [per_word] * len(vocab) if isinstance(per_word, int) else list(per_word)
+        if len(self.need) != len(vocab):
+            raise ValueError(f"{len(self.need)} targets for {len(vocab)} words")
+        self.fill = [0] * len(vocab)
+        self.threshold, self.seen, self.chosen = threshold, 0, 0
+
+    def offer(self, ids: list[int]) -> bool:
+        """Whether the sentence whose vocabulary rows are ``ids`` is chosen (and count it as read)."""
+        self.seen += 1
+        if not ids:
+            return False
+        fill, need, remaining = self.fill, self.need, self.remaining
+        urgency = 0.0
+        for i in set(ids):
+            if fill[i] < need[i]:
+                urgency += (need[i] - fill[i]) / max(remaining[i], 1)
+        for i in ids:
+            remaining[i] -= 1
+        if urgency < self.threshold:
+            return False
+        for i in ids:
+            fill[i] += 1
+        self.chosen += 1
+        return True
+
+    def selection(self, chosen: list[str]) -> Selection:
+        """The chosen ``sentences`` with what they cover."""
+        filled, targets = np.asarray(self.fill, dtype=np.int64), np.asarray(self.need, dtype=np.int64)
+        reference = int(targets.sum())  # the reference recipe's passes: one per (word, occurrence)
+        stats = {
+            "sentences_read": self.seen,
+            "sentences_chosen": len(chosen),
+            "reference_passes": reference,
+            "pass_ratio": len(chosen) / max(reference, 1),
+            "words_seen": int((filled > 0).sum()),
+            "words_full": int((filled >= targets).sum()),
+            "median_fill": float(np.median(filled)),
+        }
+        logger.info(
+            "chose %d of %d sentences (%.1f %% of the V×N=%d reference passes)",
+            len(chosen),
+            self.seen,
+            100 * stats["pass_ratio"],
+            reference,
+        )
+        return Selection(chosen, filled, self.seen, targets, stats)
+
+
 def select_sentences(
     sentences: Iterable[str],
     vocab: Sequence[str],
@@ -124,52 +187,40 @@ def select_sentences(
     """Choose sentences so that each vocabulary word gets about ``per_word`` occurrences (one number, or
     one per word: ``word_targets``)."""
     index = {w: i for i, w in enumerate(vocab)}
-    remaining = [counts.get(w, 0) for w in vocab]
-    need = [per_word] * len(vocab) if isinstance(per_word, int) else list(per_word)
-    if len(need) != len(vocab):
-        raise ValueError(f"{len(need)} targets for {len(vocab)} words")
-    fill = [0] * len(vocab)
+    chooser = Chooser(vocab, counts, per_word, threshold)
     chosen: list[str] = []
-    seen = 0
     progress = tqdm(
         sentences, desc="choosing sentences", unit=" sent", disable=not show_progress, mininterval=2
     )
     for sentence in progress:
-        seen += 1
-        ids = [index[w] for w in sentence_words(sentence, lowercase, split) if w in index]
-        if not ids:
-            continue
-        urgency = 0.0
-        for i in set(ids):
-            if fill[i] < need[i]:
-                urgency += (need[i] - fill[i]) / max(remaining[i], 1)
-        for i in ids:
-            remaining[i] -= 1
-        if urgency >= threshold:
+        if chooser.offer([index[w] for w in sentence_words(sentence, lowercase, split) if w in index]):
             chosen.append(sentence)
-            for i in ids:
-                fill[i] += 1
             if show_progress and len(chosen) % 5000 == 0:
                 progress.set_postfix(chosen=len(chosen))
-    filled, targets = np.asarray(fill, dtype=np.int64), np.asarray(need, dtype=np.int64)
-    reference = int(targets.sum())  # the reference recipe's passes: one per (word, occurrence)
-    stats = {
-        "sentences_read": seen,
-        "sentences_chosen": len(chosen),
-        "reference_passes": reference,
-        "pass_ratio": len(chosen) / max(reference, 1),
-        "words_seen": int((filled > 0).sum()),
-        "words_full": int((filled >= targets).sum()),
-        "median_fill": float(np.median(filled)),
-    }
-    logger.info(
-        "chose %d of %d sentences (%.1f %% of the V×N=%d reference passes)",
-        len(chosen),
-        seen,
-        100 * stats["pass_ratio"],
-        reference,
+    return chooser.selection(chosen)
+
+
+def select_stored(
+    stored: StoredCorpus,
+    vocab: Sequence[str],
+    counts: Mapping[str, int],
+    per_word: int | Sequence[int],
+    threshold: float = 1.0,
+    show_progress: bool = True,
+) -> Selection:
+    """``select_sentences`` over a stored corpus: its word ids stand for the words (no text is read but
+    the chosen sentences)."""
+    chooser = Chooser(vocab, counts, per_word, threshold)
+    rows = tqdm(
+        stored.rows(vocab),
+        desc="choosing sentences",
+        unit=" sent",
+        total=stored.sentences,
+        disable=not show_progress,
+        mininterval=2,
     )
-    return Selection(chosen, filled, seen, targets, stats)
+    numbers = [number for number, ids in enumerate(rows) if chooser.offer(ids)]
+    return chooser.selection(list(stored.texts(numbers)))
 
 
 def sample_sentences(sentences: Iterable[str], count: int, exclude: set[str], seed: int) -> list[str]:

@@ -90,6 +90,14 @@ def vocabulary_step(
     """Count the corpus once (with ``count``: ``count_words`` or a cluster's map-reduce); keep the top
     ``size`` words (or the listed ones) with their counts."""
     counts, total = count(sentences, lowercase, show_progress, split)
+    return vocabulary_record(counts, total, lowercase, size, min_count, listed)
+
+
+def vocabulary_record(
+    counts: Counter[str], total: int, lowercase: bool, size: int, min_count: int, listed: str | None
+) -> dict[str, Any]:
+    """The vocabulary step's record from the corpus's word ``counts`` (first-seen order) over ``total``
+    sentences: the top ``size`` words (or the listed ones) with their counts."""
     words = None if listed is None else read_word_list(Path(listed))
     if words is not None and lowercase:
         words = list(dict.fromkeys(w.lower() for w in words))

@@ -2,28 +2,45 @@
 
 One teacher pass over a sentence yields every vocabulary word in it (states averaged over the word's
 subword tokens, then over occurrences) and the teacher's own sentence embedding, kept as the
-knowledge-distillation target. Sentences go in batches sorted by length; partial sums are saved every
-few minutes, so an interrupted run (even kill -9) resumes at the last saved batch.
+knowledge-distillation target. The work per batch is split so the teacher never waits:
+
+* the batches are planned first: on the CPU ``batch_size`` sentences sorted by length (so a CPU build is
+  the same model, bit for bit, as before), on a GPU a token budget of sentences sorted by token count;
+* each batch is made ready ahead (``teachers.batches``: tokenised, each vocabulary word's tokens located) in
+  a thread, or in worker processes where there are cores to spare;
+* the teacher's states stay where they are made: the per-word sums and counts and the sentence means are
+  reduced on the teacher's device, so only reduced vectors reach the host;
+* a GPU out of memory halves the batch and retries it (said in the log).
+
+Partial sums are saved every few minutes, so an interrupted run (even kill -9) resumes at the last saved
+batch; a partial made by another batch plan (another device) is not resumed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import queue as queues
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from safetensors.numpy import load_file
 from tqdm.auto import tqdm
 
-from staticsem.distillation.teachers.teacher import Teacher
+from staticsem.distillation.checkpoint import fingerprint
+from staticsem.distillation.teachers.batches import Prepared, occurrences
+from staticsem.distillation.workers import Message, Pool
 from staticsem.io.atomic import save_tensors
-from staticsem.text import WordSplitter, containing_span
+from staticsem.text import BUILTIN_SPLITTERS, WordSplitter
 
 logger = logging.getLogger(__name__)
+AHEAD = 4  # batches made ready ahead of the teacher
 
 
 @dataclass
@@ -68,111 +85,260 @@ class SentenceRows:
         """The finished extraction."""
         embeddings = self.arrays.get("embeddings", np.zeros((self.count, 0), np.float32))
         return Extraction(
-            sums.numpy(), counts.numpy(), embeddings, self.count, self.arrays.get("token_means")
+            sums.cpu().numpy(), counts.cpu().numpy(), embeddings, self.count, self.arrays.get("token_means")
         )
 
 
+# ------------------------------------------------------------------ batch plans
 def length_batches(sentences: Sequence[str], batch_size: int) -> list[np.ndarray]:
     """Sentence indices in batches of similar length (less padding)."""
     order = np.argsort([len(s) for s in sentences], kind="stable")
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def sentence_embeddings(
-    teacher: Teacher, texts: Sequence[str], batch_size: int, dim: int, show_progress: bool = False
-) -> np.ndarray:
-    """The teacher's own ``dim``-d sentence embeddings of ``texts`` (unit rows, input order), in
-    length-sorted batches."""
-    out = np.zeros((len(texts), dim), np.float32)
-    for rows in tqdm(length_batches(texts, batch_size), "teacher", disable=not show_progress):
-        out[rows] = teacher.forward([texts[i] for i in rows]).sentence.numpy()
-    return out
+def token_batches(tokens: np.ndarray, budget: int) -> list[np.ndarray]:
+    """Sentence indices sorted by token count, cut so that each batch's padded size (sentences × its longest)
+    stays within ``budget`` tokens (a longer sentence goes alone)."""
+    order = np.argsort(tokens, kind="stable")
+    batches, start = [], 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or (end + 1 - start) * int(tokens[order[end]]) > budget:
+            batches.append(order[start:end])
+            start = end
+    return batches
 
 
-def alone_states(
-    teacher: Teacher,
-    texts: Sequence[str],
-    batch_size: int,
-    layer: int | None = None,
-    show_progress: bool = False,
-) -> np.ndarray:
-    """Each text alone through the teacher: the mean of its own tokens' states at ``layer`` (input order)."""
-    out = np.zeros((len(texts), teacher.hidden_size), np.float32)
-    for start in tqdm(range(0, len(texts), batch_size), "pieces", disable=not show_progress):
-        batch = teacher.forward(list(texts[start : start + batch_size]), layer)
-        own = batch.own.unsqueeze(-1).to(batch.states.dtype)
-        out[start : start + len(own)] = ((batch.states * own).sum(1) / own.sum(1).clamp(min=1)).numpy()
-    return out
+def plan_batches(
+    teacher: Any, sentences: Sequence[str], batch_size: int, batch_tokens: int | None = None
+) -> list[np.ndarray]:
+    """The batches ``teacher`` reads ``sentences`` in: ``batch_size`` sentences by length on the CPU; on a
+    GPU (``batch_tokens`` given) a token budget, the sentences sorted by token count."""
+    if batch_tokens is None or not hasattr(teacher, "token_counts"):
+        return length_batches(sentences, batch_size)
+    return token_batches(teacher.token_counts(sentences), batch_tokens)
 
 
-def _occurrences(
-    texts: Sequence[str],
-    offsets: np.ndarray,
-    own: np.ndarray,
-    index: dict[str, int],
-    lowercase: bool,
-    splitter: WordSplitter,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token positions (flat b*T+t), their occurrence number, and each occurrence's word id.
+def plan_key(plan: Sequence[np.ndarray]) -> str:
+    """A short hash of a batch plan (a saved partial is resumed only under the same plan)."""
+    sizes = [str(len(batch)) for batch in plan]
+    order = np.concatenate(plan).astype(np.int64).tobytes() if plan else b""
+    return fingerprint({"order": order.hex()[:4096], "n": len(order)}, sizes)
 
-    An occurrence is a word span of a text holding at least one of the text's own tokens (by the
-    token's start); occurrences are numbered in text and span order.
+
+# ------------------------------------------------------------------ the reduction (on the teacher's device)
+def reduce_batch(
+    states: torch.Tensor,
+    own: torch.Tensor,
+    located: tuple[np.ndarray, np.ndarray, np.ndarray],
+    sums: torch.Tensor,
+    counts: torch.Tensor,
+) -> torch.Tensor:
+    """Add a batch's word occurrences to ``sums``/``counts`` and return its sentences' own-token means, all on
+    the device of ``states``: each occurrence's tokens averaged, each word's occurrences summed.
+
+    ``located``: (flat token positions, their occurrence numbers, each occurrence's vocabulary row).
     """
-    rows, cols = np.nonzero(own)
-    span, flat, owner = containing_span([splitter.spans(t) for t in texts], rows, offsets[rows, cols, 0])
-    inside = span >= 0
-    rows, cols, span = rows[inside], cols[inside], span[inside]
-    hit = np.unique(span)  # spans holding a token, in text order
-    words = np.fromiter(
-        (
-            _word_row(texts[b][start:end], index, lowercase)
-            for b, (start, end) in zip(owner[hit].tolist(), flat[hit].tolist(), strict=True)
-        ),
-        np.int64,
-        count=len(hit),
-    )
-    known = words >= 0
-    number = np.full(len(flat), -1, np.int64)
-    number[hit[known]] = np.arange(int(known.sum()))
-    occurrence_of = number[span]
-    kept = occurrence_of >= 0
-    width = offsets.shape[1]
-    return (rows[kept] * width + cols[kept]).astype(np.int64), occurrence_of[kept], words[known]
+    positions, occurrence_of, words = (torch.from_numpy(a).to(states.device) for a in located)
+    if len(words):
+        flat = states.reshape(-1, states.shape[-1])[positions].float()
+        occurrence = torch.zeros(len(words), flat.shape[1], device=flat.device).index_add_(
+            0, occurrence_of, flat
+        )
+        pieces = torch.zeros(len(words), dtype=torch.int64, device=flat.device)
+        pieces = pieces.index_add_(0, occurrence_of, torch.ones_like(occurrence_of)).clamp(min=1)
+        sums.index_add_(0, words, occurrence / pieces[:, None])
+        counts.index_add_(0, words, torch.ones_like(words))
+    mask = own.to(states.device).unsqueeze(-1).to(torch.float32)
+    return (states.float() * mask).sum(1) / mask.sum(1).clamp(min=1)
 
 
-def _word_row(word: str, index: dict[str, int], lowercase: bool) -> int:
-    """The vocabulary row of a word as written (lower-cased for uncased teachers; a cased teacher
-    falls back to the lower-case form), or -1."""
-    row = index.get(word.lower() if lowercase else word)
-    if row is None and not lowercase:
-        row = index.get(word.lower())
-    return -1 if row is None else row
+def zero_sums(
+    words: int, width: int, device: str | torch.device = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Empty per-word state sums (words × width) and occurrence counts."""
+    return torch.zeros(words, width, device=device), torch.zeros(words, dtype=torch.int64, device=device)
 
 
+# ------------------------------------------------------------------ one batch through the teacher
+@dataclass
+class _Batch:
+    """A planned batch: its sentence numbers and texts, and (a real teacher's) prepared inputs."""
+
+    rows: np.ndarray
+    texts: list[str]
+    prepared: Prepared | None = None
+
+
+def _oom() -> tuple[type[BaseException], ...]:
+    error = getattr(torch, "OutOfMemoryError", None) or getattr(torch.cuda, "OutOfMemoryError", None)
+    return (error,) if error is not None else ()
+
+
+class _Pass:
+    """Runs batches through ``teacher`` and reduces them into ``sums``/``counts`` on its device."""
+
+    def __init__(
+        self,
+        teacher: Any,
+        index: dict[str, int],
+        lowercase: bool,
+        splitter: WordSplitter,
+        layer: int | None,
+        preparer: Any | None,
+    ) -> None:
+        self.teacher, self.index, self.lowercase, self.splitter = teacher, index, lowercase, splitter
+        self.layer, self.preparer = layer, preparer
+
+    def __call__(self, batch: _Batch, sums: torch.Tensor, counts: torch.Tensor) -> dict[str, np.ndarray]:
+        """The batch's per-sentence outputs (its word states added to ``sums``/``counts``); a GPU out of
+        memory halves it and retries each half."""
+        try:
+            states, own, located, sentence = self._forward(batch)
+        except _oom() as exc:
+            if len(batch.rows) < 2:
+                raise
+            del exc
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            half = len(batch.rows) // 2
+            logger.warning(
+                "the GPU ran out of memory on a batch of %d sentences: halving it and retrying",
+                len(batch.rows),
+            )
+            parts = [
+                _Batch(batch.rows[:half], batch.texts[:half]),
+                _Batch(batch.rows[half:], batch.texts[half:]),
+            ]
+            found = [self(self.ready(part), sums, counts) for part in parts]
+            return {key: np.concatenate([f[key] for f in found]) for key in found[0]}
+        means = reduce_batch(states, own, located, sums, counts)
+        return {
+            "embeddings": sentence.float().cpu().numpy(),
+            "token_means": means.cpu().numpy().astype(np.float16),
+        }
+
+    def ready(self, batch: _Batch) -> _Batch:
+        """``batch`` prepared for the teacher (a real teacher's: tokenised and located here)."""
+        if self.preparer is not None and batch.prepared is None:
+            batch.prepared = self.preparer(batch.texts, batch.rows)
+        return batch
+
+    def _forward(self, batch: _Batch) -> tuple[torch.Tensor, torch.Tensor, Any, torch.Tensor]:
+        prepared = self.ready(batch).prepared
+        if prepared is not None:
+            states, sentence = self.teacher.run(prepared.inputs, self.layer)
+            located = (prepared.positions, prepared.occurrence_of, prepared.words)
+            return states, torch.from_numpy(prepared.own), located, sentence
+        out = self.teacher.forward(batch.texts, self.layer)  # a teacher that tokenises itself
+        located = occurrences(
+            batch.texts, out.offsets.numpy(), out.own.numpy(), self.index, self.lowercase, self.splitter
+        )
+        return out.states, out.own, located, out.sentence
+
+
+# ------------------------------------------------------------------ batches made ready ahead
+@contextlib.contextmanager
+def ahead(planned: Iterator[_Batch], run: _Pass, workers: int) -> Iterator[Iterator[_Batch]]:
+    """``planned`` batches made ready in a thread ahead of the teacher (by ``workers`` processes when more
+    than one), at most ``AHEAD`` at a time."""
+    ready: queues.Queue[Any] = queues.Queue(maxsize=AHEAD)
+    stop = threading.Event()
+    pool = None
+    if workers > 1 and run.preparer is not None and run.preparer.splitter in BUILTIN_SPLITTERS:
+        pool = Pool(
+            "staticsem.distillation.teachers.batches:job",
+            run.preparer.params(),
+            setup="staticsem.distillation.teachers.batches:setup",
+            workers=workers,
+        )
+
+    def made() -> Iterator[_Batch]:
+        if pool is None:
+            yield from (run.ready(batch) for batch in planned)
+            return
+        batches: list[_Batch] = []
+
+        def messages() -> Iterator[Message]:
+            for batch in planned:
+                batches.append(batch)
+                yield Message({"texts": batch.texts}, {"rows": batch.rows})
+
+        for message in pool.map(messages()):
+            batch = batches.pop(0)
+            batch.prepared = Prepared.from_message(message)
+            yield batch
+
+    def fill() -> None:
+        try:
+            for batch in made():
+                while not stop.is_set():
+                    with contextlib.suppress(queues.Full):
+                        ready.put(batch, timeout=0.1)
+                        break
+                if stop.is_set():
+                    return
+            ready.put(None)
+        except BaseException as exc:  # raised where the batches are read
+            ready.put(exc)
+
+    thread = threading.Thread(target=fill, daemon=True)
+    thread.start()
+
+    def read() -> Iterator[_Batch]:
+        while (item := ready.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+    try:
+        yield read()
+    finally:
+        stop.set()
+        while thread.is_alive():
+            with contextlib.suppress(queues.Empty):
+                ready.get(timeout=0.1)
+        if pool is not None:
+            pool.close(now=True)
+
+
+# ------------------------------------------------------------------ checkpoints
 def save_partial(
-    path: Path, sums: torch.Tensor, counts: torch.Tensor, rows: dict[str, np.ndarray], done: int
+    path: Path,
+    sums: torch.Tensor,
+    counts: torch.Tensor,
+    rows: dict[str, np.ndarray],
+    done: int,
+    plan: str = "",
 ) -> None:
-    """Save running sums, counts, per-sentence outputs and the number of finished batches."""
-    arrays = {"sums": sums.numpy(), "counts": counts.numpy(), "done": np.array([done], np.int64)}
+    """Save running sums, counts, per-sentence outputs, the number of finished batches and the plan's key."""
+    arrays = {
+        "sums": sums.cpu().numpy(),
+        "counts": counts.cpu().numpy(),
+        "done": np.array([done], np.int64),
+        "plan": np.frombuffer(plan.encode(), np.uint8),
+    }
     save_tensors(path, {**arrays, **rows})
 
 
-def zero_sums(words: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Empty per-word state sums (words × width) and occurrence counts."""
-    return torch.zeros(words, width), torch.zeros(words, dtype=torch.int64)
-
-
-def resume(checkpoint: Path, batches: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, np.ndarray], int]:
-    """Sums, counts, per-sentence outputs and finished batches saved in a stage-1 checkpoint."""
+def resume(
+    checkpoint: Path, batches: int, plan: str = ""
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, np.ndarray], int] | None:
+    """Sums, counts, per-sentence outputs and finished batches saved in a stage-1 checkpoint; None when it
+    was made under another batch plan."""
     saved = load_file(str(checkpoint))
+    made = saved.pop("plan", np.zeros(0, np.uint8)).tobytes().decode()
+    if made and plan and made != plan:
+        logger.warning("%s was made with other batches (another device): stage 1 starts over", checkpoint)
+        return None
     done = int(saved.pop("done")[0])
     logger.info("resuming stage 1 after batch %d of %d", done, batches)
     sums, counts = torch.from_numpy(saved.pop("sums")), torch.from_numpy(saved.pop("counts"))
     return sums, counts, saved, done
 
 
+# ------------------------------------------------------------------ the step
 def accumulate(
-    teacher: Teacher,
+    teacher: Any,
     texts: Sequence[str],
     index: dict[str, int],
     sums: torch.Tensor,
@@ -183,26 +349,26 @@ def accumulate(
 ) -> dict[str, np.ndarray]:
     """One teacher pass over ``texts``: add their words' states to ``sums``/``counts``; return the
     per-sentence outputs (``PER_SENTENCE``) of ``texts``."""
-    out = teacher.forward(list(texts), layer)
-    positions, occurrence_of, words = _occurrences(
-        texts, out.offsets.numpy(), out.own.numpy(), index, lowercase, splitter or WordSplitter()
+    run = _Pass(
+        teacher,
+        index,
+        lowercase,
+        splitter or WordSplitter(),
+        layer,
+        _preparer(teacher, index, lowercase, splitter),
     )
-    if len(words):
-        flat = out.states.reshape(-1, out.states.shape[-1])[torch.from_numpy(positions)]
-        occurrence = torch.zeros(len(words), flat.shape[1]).index_add_(
-            0, torch.from_numpy(occurrence_of), flat
-        )
-        pieces = torch.bincount(torch.from_numpy(occurrence_of), minlength=len(words)).clamp(min=1)
-        word_ids = torch.from_numpy(words)
-        sums.index_add_(0, word_ids, occurrence / pieces[:, None])
-        counts += torch.bincount(word_ids, minlength=len(counts))
-    own = out.own.unsqueeze(-1).to(out.states.dtype)
-    means = (out.states * own).sum(1) / own.sum(1).clamp(min=1)
-    return {"embeddings": out.sentence.numpy(), "token_means": means.numpy().astype(np.float16)}
+    return run(_Batch(np.arange(len(texts)), list(texts)), sums, counts)
+
+
+def _preparer(teacher: Any, index: dict[str, int], lowercase: bool, splitter: WordSplitter | None) -> Any:
+    """A real teacher's batch preparer for the vocabulary ``index`` (a teacher that tokenises itself in
+    ``forward``, such as the tests' fake, has none)."""
+    make: Callable[..., Any] | None = getattr(teacher, "preparer", None)
+    return None if make is None else make(list(index), lowercase, splitter or WordSplitter())
 
 
 def extract_shard(
-    teacher: Teacher,
+    teacher: Any,
     batches: Sequence[Sequence[str]],
     index: dict[str, int],
     lowercase: bool,
@@ -211,15 +377,36 @@ def extract_shard(
 ) -> dict[str, np.ndarray]:
     """Stage 1 over a shard of batches: the words it saw (``ids``), their ``sums`` and ``counts``,
     and the per-sentence outputs in batch order (what a scale-out worker returns)."""
-    sums, counts = zero_sums(len(index), teacher.hidden_size)
-    found = [accumulate(teacher, texts, index, sums, counts, lowercase, layer, splitter) for texts in batches]
+    device = getattr(teacher, "device", "cpu")
+    sums, counts = zero_sums(len(index), teacher.hidden_size, device)
+    run = _Pass(
+        teacher,
+        index,
+        lowercase,
+        splitter or WordSplitter(),
+        layer,
+        _preparer(teacher, index, lowercase, splitter),
+    )
+    starts = np.cumsum([0] + [len(b) for b in batches])
+    found = []
+    with ahead(
+        (_Batch(np.arange(a, b), list(t)) for a, b, t in zip(starts, starts[1:], batches, strict=False)),
+        run,
+        1,
+    ) as ready:
+        found = [run(batch, sums, counts) for batch in ready]
     ids = torch.nonzero(counts).flatten()
     rows = {key: np.concatenate([f[key] for f in found]).astype(kind) for key, kind in PER_SENTENCE.items()}
-    return {"ids": ids.numpy(), "sums": sums[ids].numpy(), "counts": counts[ids].numpy(), **rows}
+    return {
+        "ids": ids.cpu().numpy(),
+        "sums": sums[ids].cpu().numpy(),
+        "counts": counts[ids].cpu().numpy(),
+        **rows,
+    }
 
 
 def extract(
-    teacher: Teacher,
+    teacher: Any,
     sentences: Sequence[str],
     vocab: Sequence[str],
     *,
@@ -230,38 +417,97 @@ def extract(
     show_progress: bool = True,
     layer: int | None = None,
     splitter: WordSplitter | None = None,
+    batch_tokens: int | None = None,
+    workers: int = 1,
 ) -> Extraction:
     """Run the teacher over ``sentences`` once and gather stage-1 states for ``vocab``.
 
     :param layer: teacher layer whose token states are averaged (``None``: the last; ASE uses any).
     :param splitter: how texts split into words (default: spaces and punctuation).
+    :param batch_tokens: a GPU teacher's token budget per batch (``None``: ``batch_size`` sentences).
+    :param workers: processes that make batches ready (1: a thread of this process).
     """
     splitter = splitter or WordSplitter()
     index = {w: i for i, w in enumerate(vocab)}
-    batches = length_batches(sentences, batch_size)
-    sums, counts = zero_sums(len(vocab), teacher.hidden_size)
+    plan = plan_batches(teacher, sentences, batch_size, batch_tokens)
+    key = plan_key(plan)
+    device = getattr(teacher, "device", "cpu")
+    sums, counts = zero_sums(len(vocab), teacher.hidden_size, device)
     rows, done = SentenceRows(len(sentences)), 0
-    if checkpoint is not None and checkpoint.is_file():
-        sums, counts, saved, done = resume(checkpoint, len(batches))
-        rows = SentenceRows(len(sentences), saved)
+    saved = resume(checkpoint, len(plan), key) if checkpoint is not None and checkpoint.is_file() else None
+    if saved is not None:
+        sums, counts, arrays, done = saved
+        sums, counts, rows = sums.to(device), counts.to(device), SentenceRows(len(sentences), arrays)
+    run = _Pass(teacher, index, lowercase, splitter, layer, _preparer(teacher, index, lowercase, splitter))
     last_save = time.monotonic()
     progress = tqdm(
         total=len(sentences),
         desc="teacher passes",
         unit=" sent",
         disable=not show_progress,
-        initial=sum(len(b) for b in batches[:done]),
+        initial=sum(len(b) for b in plan[:done]),
         mininterval=2,
     )
-    for number in range(done, len(batches)):
-        chosen = batches[number]
-        texts = [sentences[i] for i in chosen]
-        rows.put(chosen, accumulate(teacher, texts, index, sums, counts, lowercase, layer, splitter))
-        progress.update(len(chosen))
-        if checkpoint is not None and time.monotonic() - last_save > save_every:
-            save_partial(checkpoint, sums, counts, rows.arrays, number + 1)
-            last_save = time.monotonic()
+    planned = (_Batch(chosen, [sentences[i] for i in chosen]) for chosen in plan[done:])
+    with _host_threads(teacher), ahead(planned, run, workers) as ready:
+        for number, batch in enumerate(ready, start=done):
+            rows.put(batch.rows, run(batch, sums, counts))
+            progress.update(len(batch.rows))
+            if checkpoint is not None and time.monotonic() - last_save > save_every:
+                save_partial(checkpoint, sums, counts, rows.arrays, number + 1, key)
+                last_save = time.monotonic()
     progress.close()
     if checkpoint is not None:
-        save_partial(checkpoint, sums, counts, rows.arrays, len(batches))
+        save_partial(checkpoint, sums, counts, rows.arrays, len(plan), key)
     return rows.result(sums, counts)
+
+
+@contextlib.contextmanager
+def _host_threads(teacher: Any) -> Iterator[None]:
+    """One torch thread for the host's small reductions while ONNX Runtime (with its own threads) runs the
+    teacher: OpenMP's hand-offs on busy cores cost more than these ops (the sums are the same to the bit)."""
+    if getattr(teacher, "onnx", None) is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------ the teacher's own embeddings
+def sentence_embeddings(
+    teacher: Any, texts: Sequence[str], batch_size: int, dim: int, show_progress: bool = False
+) -> np.ndarray:
+    """The teacher's own ``dim``-d sentence embeddings of ``texts`` (unit rows, input order), in
+    length-sorted batches."""
+    out = np.zeros((len(texts), dim), np.float32)
+    for rows in tqdm(length_batches(texts, batch_size), "teacher", disable=not show_progress):
+        out[rows] = teacher.forward([texts[i] for i in rows]).sentence.numpy()
+    return out
+
+
+def alone_states(
+    teacher: Any,
+    texts: Sequence[str],
+    batch_size: int,
+    layer: int | None = None,
+    show_progress: bool = False,
+) -> np.ndarray:
+    """Each text alone through the teacher: the mean of its own tokens' states at ``layer`` (input order)."""
+    out = np.zeros((len(texts), teacher.hidden_size), np.float32)
+    for start in tqdm(range(0, len(texts), batch_size), "pieces", disable=not show_progress):
+        chunk = list(texts[start : start + batch_size])
+        if hasattr(teacher, "run"):  # the means taken on the teacher's device: only they reach the host
+            encoded = teacher.encode(chunk)
+            states, _ = teacher.run(encoded.inputs, layer)
+            own = torch.from_numpy(encoded.own).to(states.device)
+        else:
+            batch = teacher.forward(chunk, layer)
+            states, own = batch.states, batch.own
+        mask = own.unsqueeze(-1).to(torch.float32)
+        means = (states.float() * mask).sum(1) / mask.sum(1).clamp(min=1)
+        out[start : start + len(chunk)] = means.cpu().numpy()
+    return out

@@ -69,13 +69,22 @@ class Bags:
         self.counts = np.bincount(owner, minlength=len(sentences))
         self.starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]])
 
+    def to(self, device: str | torch.device) -> Bags:
+        """The bags' ids (and weights) moved to ``device`` once, where the table trains."""
+        self.ids = self.ids.to(device)
+        self.weights = None if self.weights is None else self.weights.to(device)
+        return self
+
     def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Flat ids, offsets and (with pieces) the ids' weights of the sentences ``rows``."""
+        """Flat ids, offsets and (with pieces) the ids' weights of the sentences ``rows`` (on the bags'
+        device)."""
         counts = self.counts[rows]
         offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         # position of every id of the batch in the flat array: its sentence's start + its rank within it
         at = torch.from_numpy(np.repeat(self.starts[rows] - offsets, counts) + np.arange(int(counts.sum())))
-        return self.ids[at], torch.from_numpy(offsets), None if self.weights is None else self.weights[at]
+        at = at.to(self.ids.device)
+        weights = None if self.weights is None else self.weights[at]
+        return self.ids[at], torch.from_numpy(offsets).to(self.ids.device), weights
 
     def pool(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
         """Mean word vector of each sentence ``rows`` under ``table`` (with pieces: the weighted sum, the
@@ -133,6 +142,14 @@ class SentenceTargets(Objective):
     def usable(self) -> np.ndarray:
         return np.flatnonzero(self.bags.counts > 0)
 
+    def to(self, device: str | torch.device) -> SentenceTargets:
+        self.bags.to(device)
+        self.targets = self.targets.to(device)
+        return self
+
+    def _targets(self, rows: np.ndarray) -> torch.Tensor:
+        return self.targets[torch.from_numpy(np.asarray(rows, np.int64)).to(self.targets.device)]
+
 
 class Distillation(SentenceTargets):
     """Stage 3a: sentence means reproduce the teacher's in-batch similarity distributions."""
@@ -154,17 +171,17 @@ class Distillation(SentenceTargets):
         self.tau = tau
 
     def directions(self) -> np.ndarray:
-        return F.normalize(self.targets, dim=1).numpy()
+        return F.normalize(self.targets, dim=1).cpu().numpy()
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
-        targets = self.targets[rows].to(table.device)
+        targets = self._targets(rows).to(table.device)
         return similarity_loss(self.bags.pool(table, rows, sparse), targets, self.tau)
 
     def batch_losses(self, table: torch.Tensor, batches: Sequence[np.ndarray]) -> list[float]:
         # the sentences of every batch pooled in one call; the in-batch losses on slices of the result
         pooled = self.bags.pool(table, np.concatenate(batches), False)
         ends = np.cumsum([len(rows) for rows in batches])
-        targets = [self.targets[rows].to(pooled.device) for rows in batches]
+        targets = [self._targets(rows).to(pooled.device) for rows in batches]
         return [
             similarity_loss(pooled[end - len(rows) : end], target, self.tau).item()
             for rows, end, target in zip(batches, ends, targets, strict=True)
@@ -184,7 +201,7 @@ class Regression(SentenceTargets):
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
         pooled = self.bags.pool(table, rows, sparse)
-        return (1.0 - F.cosine_similarity(pooled, self.targets[rows].to(table.device), dim=1)).mean()
+        return (1.0 - F.cosine_similarity(pooled, self._targets(rows).to(table.device), dim=1)).mean()
 
 
 class Contrastive(Objective):
@@ -199,6 +216,11 @@ class Contrastive(Objective):
 
     def usable(self) -> np.ndarray:
         return np.flatnonzero((self.sides[0].counts > 0) & (self.sides[1].counts > 0))
+
+    def to(self, device: str | torch.device) -> Contrastive:
+        for side in self.sides:
+            side.to(device)
+        return self
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
         left, right = (side.pool(table, rows, sparse) for side in self.sides)

@@ -63,6 +63,11 @@ class Ranking(Objective):
         self.tau, self.size = tau, len(pairs)
         self.dims = sorted({*dims, model.dim}, reverse=True)
 
+    def to(self, device: str | torch.device) -> Ranking:
+        self.queries.to(device)
+        self.docs.to(device)
+        return self
+
     def usable(self) -> np.ndarray:
         known = (self.queries.counts > 0) & (self.docs.counts[self.positives] > 0)
         if self.negatives is not None:
@@ -140,11 +145,14 @@ def anchor_from_corpus(
     exclude: Sequence[str] = (),
     work: Path | None = None,
     show_progress: bool = True,
+    device: str = "cpu",
 ) -> Anchor:
     """Up to ``anchor_sentences`` sentences of ``sources`` (``exclude`` applied) with the embeddings of the
-    teacher the model records (its prompt too); resumable and cached in ``work``."""
+    teacher the model records (its prompt too; on ``device``: torch, fp16 on a GPU, fp32 on the CPU);
+    resumable and cached in ``work``."""
     from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
     from staticsem.distillation.stages.extract import extract
+    from staticsem.distillation.teachers.device import resolve_runtime
     from staticsem.distillation.teachers.teacher import Teacher
 
     options = CorpusOptions(exclude=tuple(exclude), max_sentences=settings.anchor_sentences)
@@ -155,11 +163,20 @@ def anchor_from_corpus(
     prompt = (model.metadata.get("settings") or {}).get("prompt")
     if not isinstance(teacher_name, str):
         raise InputError("this model records no teacher: give the build's work folder (--anchor) or none")
-    key = fingerprint({"teacher": teacher_name, "prompt": prompt}, sentences)
+    runtime = resolve_runtime(device, "torch")  # fp32 on the CPU (as before), fp16 on a GPU
+    precision = {} if runtime.precision == "fp32" else {"precision": runtime.precision}
+    key = fingerprint({"teacher": teacher_name, "prompt": prompt, **precision}, sentences)
     cached = None if work is None else work / f"anchor-{key}.safetensors"
     if cached is not None and cached.is_file():
         return Anchor(sentences, load_file(str(cached))["embeddings"])
-    teacher = Teacher(teacher_name, prompt=prompt)
+    teacher = Teacher(
+        teacher_name,
+        prompt=prompt,
+        device=runtime.device,
+        backend=runtime.backend,
+        precision=runtime.precision,
+        cache=None if work is None else work / "onnx",
+    )
     partial = None if work is None else work / f"anchor-{key}.partial.safetensors"
     result = extract(
         teacher, sentences, [], lowercase=teacher.lowercases, checkpoint=partial, show_progress=show_progress
@@ -207,9 +224,11 @@ def train_pairs(
     work: Path | None = None,
     show_progress: bool = True,
     save_every: float = 180.0,
+    device: str | None = None,
 ) -> tuple[StaticModel, dict[str, Any]]:
-    """Fine-tune ``model`` on ``pairs`` (with ``anchor`` weighted beside them); ``work`` keeps the mined
-    negatives and a resumable checkpoint (saved every ``save_every`` seconds).
+    """Fine-tune ``model`` on ``pairs`` (with ``anchor`` weighted beside them) on ``device`` (``None``: a GPU
+    where torch sees one); ``work`` keeps the mined negatives and a resumable checkpoint (saved every
+    ``save_every`` seconds).
 
     :raises InputError: for bad settings, or too few pairs with known words on both sides.
     """
@@ -246,6 +265,7 @@ def train_pairs(
         checkpoint=None if work is None else work / "pairs-training.safetensors",
         key=key,
         save_every=save_every,
+        device=device,
     )
     skipped = len(pairs) - len(ranking.usable())
     if skipped:

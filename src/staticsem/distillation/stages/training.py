@@ -61,6 +61,11 @@ class Objective:
         """Unit vectors whose cosines say which examples are neighbours (None: no neighbour groups)."""
         return None
 
+    def to(self, device: str | torch.device) -> Objective:
+        """The objective's data (bags of ids, targets) moved once to ``device``, where the table trains: a
+        step then copies only its batch's row numbers."""
+        return self
+
 
 def trainable_table(model: StaticModel) -> np.ndarray:
     """The rows distillation trains: the word rows, then (with subword pieces) the piece rows."""
@@ -284,7 +289,10 @@ def train_table(
     rng = np.random.default_rng(settings.seed)
     splits = [_Split(objective, settings, rng) for objective in objectives]
     torch.manual_seed(settings.seed)
-    run = _Run(trainable_table(model), splits, settings, device_for(device))
+    where = device_for(device)
+    for objective in objectives:
+        objective.to(where)
+    run = _Run(trainable_table(model), splits, settings, where)
 
     def dev_loss(scored: torch.Tensor) -> float:
         with torch.no_grad():

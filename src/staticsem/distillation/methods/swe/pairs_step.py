@@ -33,7 +33,12 @@ def pairs_key(settings: SWESettings, kd_key: str) -> str:
 
 
 def pairs_step(
-    folder: Path, source: str, settings: SWESettings, progress: bool, save_every: float = 180.0
+    folder: Path,
+    source: str,
+    settings: SWESettings,
+    progress: bool,
+    save_every: float = 180.0,
+    device: str | None = None,
 ) -> dict[str, Any]:
     """Train the model in ``source`` (``stage3``, or the aligned one) of the work ``folder`` on the pairs
     into ``stage4`` (its checkpoint saved every ``save_every`` seconds); the record of the step."""
@@ -43,7 +48,14 @@ def pairs_step(
     training = _training(settings)
     pairs = read_pairs_files(settings.pairs, settings.exclude, training.per_file or None)
     trained, record = train_pairs(
-        load(folder / source), pairs, training, Anchor.from_work(folder), folder, progress, save_every
+        load(folder / source),
+        pairs,
+        training,
+        Anchor.from_work(folder),
+        folder,
+        progress,
+        save_every,
+        device,
     )
     trained.save(folder / "stage4", dtype="float32")
     return {k: v for k, v in record.items() if k != "settings"}

@@ -26,7 +26,7 @@ from staticsem.distillation.corpus.parallel import read_pairs
 from staticsem.distillation.corpus.reading import (
     fingerprint_sources,
 )
-from staticsem.distillation.corpus.sampling import missing_words, select_sentences
+from staticsem.distillation.corpus.sampling import missing_words, select_sentences, select_stored
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.alignment import align_step
 from staticsem.distillation.methods.swe.languages import run_languages, vocabulary_shares
@@ -136,7 +136,13 @@ class Pipeline(StepRun):
             # keys of last-layer, prompt-less torch runs stay as they were
             extra = {k: v for k, v in (("layer", s.layer), ("prompt", s.prompt)) if v is not None}
             extract_key = fingerprint(
-                {"select": select, "batch": s.batch_size, **extra, **backend_key(s.teacher_backend)}
+                {
+                    "select": select,
+                    "batch": s.batch_size,
+                    **extra,
+                    **backend_key(s.teacher_backend, s.teacher_precision),
+                    **self.token_batching(),
+                }
             )
             keys = {"vocab": vocab, "select": select, "extract": extract_key}
         pca = fingerprint(
@@ -156,7 +162,8 @@ class Pipeline(StepRun):
                     "words": (s.min_words, s.max_words),
                     "batch": s.batch_size,
                     "prompt": s.prompt,
-                    **backend_key(s.teacher_backend),
+                    **backend_key(s.teacher_backend, s.teacher_precision),
+                    **self.token_batching(),
                     **({"new_words": s.kd_corpus_words} if s.kd_corpus_words else {}),
                 }
             )
@@ -166,7 +173,7 @@ class Pipeline(StepRun):
                 "teacher": s.teacher,
                 "layer": s.layer,
                 "prompt": s.prompt,
-                **backend_key(s.teacher_backend),
+                **backend_key(s.teacher_backend, s.teacher_precision),
             }
             keys["pieces"] = fingerprint(states)
             objective["pieces"] = {"states": keys["pieces"], "weight": s.piece_train_weight}
@@ -181,6 +188,18 @@ class Pipeline(StepRun):
         if s.pairs:
             keys["pairs"] = pairs_key(s, keys["align"] if self.aligns() else kd)
         return keys
+
+    def token_batching(self) -> dict[str, int]:
+        """What the teacher passes' keys gain on a GPU: its token budget (CPU keys stay as they were)."""
+        return {"tokens": self.settings.batch_tokens} if self.on_gpu else {}
+
+    def extraction(self) -> dict[str, Any]:
+        """How ``extract`` batches on this run's device: a token budget and batches made ready by every core
+        on a GPU; on the CPU, ``batch_size`` sentences made ready in a thread beside the teacher."""
+        if not self.on_gpu:
+            return {"batch_size": self.settings.batch_size, "workers": 1}
+        tokens, workers = self.settings.batch_tokens, max(1, self.workers - 1)
+        return {"batch_size": self.settings.batch_size, "batch_tokens": tokens, "workers": workers}
 
     def aligns(self) -> bool:
         """Whether the languages are aligned after the last stage: an SWE build of several, through PCA,
@@ -224,18 +243,25 @@ class Pipeline(StepRun):
         return self.records["merge" if self.subruns else "select"]
 
     def _select(self) -> dict[str, Any]:
-        vocab = self.records["vocab"]
+        """Choose the sentences stage 1 reads: on the corpus the vocabulary step stored (its word ids), else
+        (with Ray, or a work folder from before it stored one) on the corpus read again."""
+        vocab, s = self.records["vocab"], self.settings
         counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
-        chosen = select_sentences(
-            self.sentences(),
-            vocab["words"],
-            counts,
-            self.settings.word_targets(len(vocab["words"])),
-            vocab["lowercase"],
-            self.settings.select_threshold,
-            self.progress,
-            self.splitter.words,
-        )
+        targets = s.word_targets(len(vocab["words"]))
+        stored = self.stored_corpus(vocab["lowercase"])
+        if stored is not None:
+            chosen = select_stored(stored, vocab["words"], counts, targets, s.select_threshold, self.progress)
+        else:
+            chosen = select_sentences(
+                self.sentences(),
+                vocab["words"],
+                counts,
+                targets,
+                vocab["lowercase"],
+                s.select_threshold,
+                self.progress,
+                self.splitter.words,
+            )
         return {"sentences": chosen.sentences, "stats": chosen.stats}
 
     def _extract(self) -> dict[str, Any]:
@@ -247,12 +273,12 @@ class Pipeline(StepRun):
             chosen["sentences"],
             vocab["words"],
             lowercase=vocab["lowercase"],
-            batch_size=self.settings.batch_size,
             checkpoint=partial,
             save_every=self.save_every,
             show_progress=self.progress,
             layer=self.settings.layer,
             splitter=self.splitter,
+            **self.extraction(),
         )
         seen = np.flatnonzero(result.counts > 0)
         if len(seen) == 0:
@@ -348,6 +374,7 @@ class Pipeline(StepRun):
             checkpoint=self.work.folder / "kd.partial.safetensors",
             key=key,
             save_every=self.save_every,
+            device=self.train_device,
         )
         trained.save(self.work.folder / "stage3", dtype="float32")
         return {"objective": s.objective, **stats}
@@ -358,7 +385,9 @@ class Pipeline(StepRun):
 
     def _pairs(self) -> dict[str, Any]:
         source = STAGE_FOLDERS["align" if self.aligns() else "kd"]
-        return pairs_step(self.work.folder, source, self.settings, self.progress, self.save_every)
+        return pairs_step(
+            self.work.folder, source, self.settings, self.progress, self.save_every, self.train_device
+        )
 
     # ------------------------------------------------------------------ outputs
     def _metadata(self) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from staticsem.distillation.method import setting
 from staticsem.distillation.stages.crosslingual import corpus_languages, language_sources
 from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.stages.pairs_settings import PairsSettings
-from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_backend
+from staticsem.distillation.teachers.backends import AUTO, BACKEND_HELP, PRECISION_HELP, check_teacher
 from staticsem.errors import InputError
 from staticsem.modes import SEARCH_PIECE_WEIGHT
 
@@ -75,7 +75,12 @@ class ASESettings:
     exclude: tuple[str, ...] = setting((), EXCLUDE_HELP)
     # sentences per teacher pass: 32 ran 5-15 % faster than 64 with onnx-int8 in paired 3,000-sentence
     # rounds (less padding, smaller activations to quantise), ~1 % on the whole full-recipe extraction
-    batch_size: int = setting(32, "Sentences per teacher pass.")
+    batch_size: int = setting(32, "Sentences per teacher pass (on the CPU).")
+    # on a GPU the passes take sentences sorted by token count up to this padded size (the CPU keeps
+    # batch_size sentences sorted by length, so CPU builds stay as they were)
+    batch_tokens: int = setting(
+        65_536, "Tokens per teacher pass on a GPU (sentences × the longest's tokens)."
+    )
     layer: int | None = setting(
         None,
         "Teacher layer for stage 1 (0 = embeddings, -1 = last) [SWE: the second-to-last for teachers 768 "
@@ -105,11 +110,8 @@ class ASESettings:
         "Several languages: refuse a teacher whose tokenizer does not read each of them (a sample of its "
         "corpus in few tokens a character, almost none unknown).",
     )
-    teacher_backend: str = setting(
-        DEFAULT_BACKEND,
-        "What runs the teacher: torch, onnx (ONNX Runtime, same states) or onnx-int8 (int8 weights, "
-        "fastest).",
-    )
+    teacher_backend: str = setting(AUTO, BACKEND_HELP)
+    teacher_precision: str = setting(AUTO, PRECISION_HELP)
     seed: int = setting(0, "Random seed (same seed and inputs, same model).")
 
     def validate(self) -> None:
@@ -120,6 +122,7 @@ class ASESettings:
             "sentences_per_word",
             "sentences_per_rare_word",
             "batch_size",
+            "batch_tokens",
         ):
             if getattr(self, name) < 1:
                 raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
@@ -132,7 +135,7 @@ class ASESettings:
         if self.vocab_split not in SPLITS:
             raise InputError(f"--vocab-split must be one of {', '.join(SPLITS)}, got {self.vocab_split!r}")
         language_sources(self)  # corpus tags are language codes, all tagged or none: before the teacher loads
-        check_backend(self.teacher_backend)
+        check_teacher(self.teacher_backend, self.teacher_precision)
         check_sources(self.corpus)
         check_exclude_files(self.exclude)
 

@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
+from staticsem.distillation.corpus.reading import CorpusOptions
+from staticsem.distillation.corpus.scan import stream_sentences
 from staticsem.distillation.methods.swe.languages import short_sentences
 from staticsem.distillation.stages.extract import extract
 from staticsem.errors import InputError
@@ -19,7 +20,8 @@ def targets_step(pipeline: Any) -> dict[str, Any]:
     (those not chosen already) and the short ones; no word states but those of new words."""
     s, chosen, excluded = pipeline.settings, set(pipeline.chosen["sentences"]), dict[str, int]()
     options = CorpusOptions(s.min_words, s.max_words, exclude=s.exclude)
-    sentences = [t for t in iter_sentences(s.kd_corpus, options, excluded) if t not in chosen]
+    read = stream_sentences(s.kd_corpus, options, workers=pipeline.workers, excluded=excluded)
+    sentences = [t for t in read if t not in chosen]
     short: dict[str, list[str]] = {}
     if count := s.short_count(len(chosen)):
         runs = pipeline.subruns or {"": pipeline}
@@ -38,11 +40,11 @@ def targets_step(pipeline: Any) -> dict[str, Any]:
         sentences,
         new,
         lowercase=pipeline.teacher.lowercases,
-        batch_size=s.batch_size,
         checkpoint=partial,
         save_every=pipeline.save_every,
         show_progress=pipeline.progress,
         splitter=pipeline.splitter,
+        **pipeline.extraction(),
     )
     seen = np.flatnonzero(result.counts > 0)
     tensors = {"embeddings": result.embeddings}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from staticsem.distillation.corpus.vocabulary import read_word_list
 from staticsem.distillation.method import Frame, record
 from staticsem.distillation.methods.token.settings import TokenSettings
 from staticsem.distillation.teachers.backends import backend_key
+from staticsem.distillation.teachers.device import resolve_runtime
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.model import StaticModel
 from staticsem.version import BUILD_PACKAGES, environment
@@ -59,7 +61,9 @@ def distill_token(
     store = None
     if work_dir is not None:
         settings = {"method": "token", "teacher": teacher.id, "batch": batch_size}
-        key = fingerprint({**settings, **backend_key(teacher.backend)}, words)
+        key = fingerprint(
+            {**settings, **backend_key(teacher.backend, getattr(teacher, "precision", "fp32"))}, words
+        )
         store = ChunkStore(work_dir / "token-states", key)
     raw = np.zeros((len(words), teacher.hidden_size), dtype=np.float32)
     for index, chunk in enumerate(
@@ -83,6 +87,7 @@ def distill_token(
             "seed": seed,
             "words": len(words),
             "teacher_backend": teacher.backend,
+            "teacher_precision": getattr(teacher, "precision", "fp32"),
         },
         "environment": environment(BUILD_PACKAGES),  # the teacher's numerics and the PCA
     }
@@ -94,11 +99,15 @@ def run_token(settings: TokenSettings, frame: Frame) -> StaticModel:
     started, s = time.perf_counter(), settings
     words = read_word_list(Path(s.vocabulary), s.vocab_size) if s.vocabulary is not None else None
     work_dir = None if frame.out is None else work_folder(frame.out)  # removed once the model is saved
+    runtime = resolve_runtime(frame.device, s.teacher_backend, s.teacher_precision)
+    s = replace(s, teacher_backend=runtime.backend, teacher_precision=runtime.precision)
     teacher = Teacher(
         s.teacher,
         trust_remote_code=frame.trust_remote_code,
-        backend=s.teacher_backend,
+        backend=runtime.backend,
         cache=None if work_dir is None else work_dir / "onnx",
+        device=runtime.device,
+        precision=runtime.precision,
     )
     if words is None:
         words = teacher.vocabulary_tokens()[: s.vocab_size]
@@ -115,6 +124,7 @@ def run_token(settings: TokenSettings, frame: Frame) -> StaticModel:
     derived = {**model.metadata["settings"], "vocabulary": s.vocabulary or "teacher tokens"}
     model.metadata["settings"] = record(s, **derived)
     model.metadata["seconds"] = round(time.perf_counter() - started, 1)
+    model.metadata["runtime"] = {"device": runtime.describe()}
     if frame.out is not None:
         model.save(frame.out, dtype=frame.dtype)
         if work_dir is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from staticsem.distillation.method import setting
-from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_backend
+from staticsem.distillation.teachers.backends import AUTO, BACKEND_HELP, PRECISION_HELP, check_teacher
 from staticsem.errors import InputError
 
 
@@ -22,11 +22,8 @@ class TokenSettings:
     sif: float | None = setting(1e-4, "SIF coefficient for Zipf weights (0 = off).")
     batch_size: int = setting(256, "Words per teacher pass.")
     seed: int = setting(0, "Random seed of the PCA.")
-    teacher_backend: str = setting(
-        DEFAULT_BACKEND,
-        "What runs the teacher: torch, onnx (ONNX Runtime, same states) or onnx-int8 (int8 weights, "
-        "fastest).",
-    )
+    teacher_backend: str = setting(AUTO, BACKEND_HELP)
+    teacher_precision: str = setting(AUTO, PRECISION_HELP)
 
     def validate(self) -> None:
         """Raise ``InputError`` for settings that cannot work."""
@@ -35,4 +32,4 @@ class TokenSettings:
                 raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
         if self.vocab_size is not None and self.vocab_size < 1:
             raise InputError(f"vocab-size must be positive, got {self.vocab_size}")
-        check_backend(self.teacher_backend)
+        check_teacher(self.teacher_backend, self.teacher_precision)

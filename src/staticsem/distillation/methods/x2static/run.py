@@ -230,7 +230,7 @@ class X2StaticRun(StepRun):
                 "batch": s.teacher_batch,
                 # keys of prompt-less torch runs stay as they were
                 **({"prompt": s.prompt} if s.prompt is not None else {}),
-                **backend_key(s.teacher_backend),
+                **backend_key(s.teacher_backend, s.teacher_precision),
             }
         )
         train = fingerprint({"contexts": contexts, "settings": asdict(s)})

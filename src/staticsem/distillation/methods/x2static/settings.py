@@ -8,7 +8,7 @@ from staticsem.distillation.corpus.exclude import EXCLUDE_HELP, check_exclude_fi
 from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
 from staticsem.distillation.corpus.sampling import check_splitter
 from staticsem.distillation.method import setting
-from staticsem.distillation.teachers.backends import DEFAULT_BACKEND, check_backend
+from staticsem.distillation.teachers.backends import AUTO, BACKEND_HELP, PRECISION_HELP, check_teacher
 from staticsem.errors import InputError
 
 CONTEXTS = ("sentence", "paragraph")
@@ -51,11 +51,8 @@ class X2StaticSettings:
     splitter: str = setting(
         "words", "Word splitting: words, or subword (unspaced scripts: the teacher's pieces)."
     )
-    teacher_backend: str = setting(
-        DEFAULT_BACKEND,
-        "What runs the teacher: torch, onnx (ONNX Runtime, same states) or onnx-int8 (int8 weights, "
-        "fastest).",
-    )
+    teacher_backend: str = setting(AUTO, BACKEND_HELP)
+    teacher_precision: str = setting(AUTO, PRECISION_HELP)
 
     def validate(self) -> None:
         """Raise ``InputError`` for settings that cannot work."""
@@ -70,6 +67,6 @@ class X2StaticSettings:
         if not 1 <= self.min_words <= self.max_words:
             raise InputError(f"need 1 <= min-words <= max-words, got {self.min_words} and {self.max_words}")
         check_splitter(self.splitter)
-        check_backend(self.teacher_backend)
+        check_teacher(self.teacher_backend, self.teacher_precision)
         check_sources(self.corpus)
         check_exclude_files(self.exclude)

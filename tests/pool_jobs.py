@@ -1,0 +1,31 @@
+"""Jobs for the worker pool's tests (``workers.Pool``): light to import, as a worker process imports them."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+
+from staticsem.distillation.workers import Message
+from staticsem.errors import InputError
+
+
+def sum_setup(params: dict[str, Any]) -> dict[str, Any]:
+    """The job's state: its scale."""
+    return {"scale": params["scale"]}
+
+
+def slow_sum(state: dict[str, Any], message: Message) -> Message:
+    """``scale`` times the sum of ``x`` (slower for odd counts, so results finish out of order); a negative
+    count is a user's error, ``die`` ends the process."""
+    count = message.meta["n"]
+    if message.meta.get("die"):
+        os._exit(3)
+    if count < 0:
+        raise InputError(f"a negative count: {count}")
+    if count % 2:
+        time.sleep(0.01)
+    x = message.arrays.get("x", np.arange(count))
+    return Message({"sum": int(state["scale"] * x.sum())})

@@ -1,0 +1,240 @@
+"""The corpus's passes on every core (``corpus.scan``, ``corpus.stored``, ``workers``): bit for bit the
+one-process reading, counting, choice and short-sentence draw, whatever the number of workers."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fakes import FakeTeacher, tiny_swe, write_corpus
+from staticsem import load
+from staticsem.distillation.corpus import scan as scan_module
+from staticsem.distillation.corpus.exclude import sentence_hash
+from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
+from staticsem.distillation.corpus.sampling import (
+    count_words,
+    sample_sentences,
+    select_sentences,
+    select_stored,
+)
+from staticsem.distillation.corpus.scan import Words, stream_sentences
+from staticsem.distillation.corpus.stored import StoredCorpus
+from staticsem.distillation.methods.swe.pipeline import Pipeline
+from staticsem.distillation.workers import Message, Pool, check_workers
+from staticsem.errors import InputError, StaticsemError
+
+WORKERS = (1, 2, 3)
+
+
+@pytest.fixture(autouse=True)
+def every_corpus_on_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small corpora are read in one process by default (starting workers costs more): not here."""
+    monkeypatch.setattr(scan_module, "SMALL", 0)
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> list[str]:
+    """Three sources (plain, gzip, JSON lines) with duplicates across them, sentences of every length, lines
+    of several sentences, one line that is not UTF-8, and an exclusion list hitting lines and sentences."""
+    plain = write_corpus(tmp_path / "a.txt", count=700, seed=1)
+    lines = plain.read_text(encoding="utf-8").splitlines()
+    lines[10] = "Too short."
+    lines[11] = lines[12] + " " + lines[13] + " The secret one is here today."  # three sentences
+    lines[20] = "The whole listed line of words."
+    lines += lines[100:130]  # duplicates inside the file
+    raw = "\n".join(lines).encode() + b"\n\xff\xfe broken bytes here\n" + b"Cat dog fur and the pet.\n"
+    plain.write_bytes(raw)
+    zipped = tmp_path / "b.txt.gz"
+    more = write_corpus(tmp_path / "b.txt", count=500, seed=2).read_text(encoding="utf-8").splitlines()
+    with gzip.open(zipped, "wt", encoding="utf-8") as handle:
+        handle.write("\n".join(more + lines[200:260]) + "\n")  # duplicates of the first file
+    records = write_corpus(tmp_path / "c.txt", count=300, seed=3).read_text(encoding="utf-8").splitlines()
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"text": r}) + "\n" for r in records))
+    listed = tmp_path / "eval.sha1"
+    listed.write_text(
+        "\n".join(
+            sentence_hash(s) for s in ("The whole listed line of words.", "The secret one is here today.")
+        )
+        + "\n"
+        + sentence_hash(more[7])
+        + "\n"
+    )
+    return [str(plain), str(zipped), str(tmp_path / "c.jsonl"), str(listed)]
+
+
+def options(corpus: list[str], **changes: object) -> CorpusOptions:
+    return CorpusOptions(exclude=(corpus[3],), **changes)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("limit", [None, 900])
+def test_the_sentences_are_the_one_process_readings_whatever_the_workers(
+    corpus: list[str], workers: int, limit: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scan_module, "LINES", 50)  # many messages, so each worker gets several
+    sources, settings = corpus[:3], options(corpus, max_sentences=limit)
+    want_excluded: dict[str, int] = {}
+    want = list(iter_sentences(sources, settings, want_excluded))
+    got_excluded: dict[str, int] = {}
+    got = list(stream_sentences(sources, settings, workers=workers, excluded=got_excluded))
+    assert got == want and got_excluded == want_excluded
+    assert len(want) == (limit or 1496) and sum(want_excluded.values()) == 3  # two lines and a sentence
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_counts_choice_and_short_draw_from_the_stored_corpus_are_the_one_process_ones(
+    corpus: list[str], workers: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scan_module, "LINES", 50)
+    sources, settings = corpus[:3], options(corpus)
+    counts, total = count_words(iter_sentences(sources, settings), lowercase=True, show_progress=False)
+    stored = StoredCorpus.build(
+        tmp_path / "stored", sources, settings, Words(lowercase=True), workers=workers, show_progress=False
+    )
+    assert list(stored.counter().items()) == list(counts.items())  # the first-seen order too (ties)
+    assert stored.sentences == total
+    reopened = StoredCorpus.open(tmp_path / "stored")
+    assert reopened is not None and reopened.words == stored.words and reopened.excluded == stored.excluded
+    np.testing.assert_array_equal(reopened.counts, stored.counts)
+    vocab = [w for w, _ in counts.most_common(25)]
+    targets = [6] * 10 + [3] * 15
+    want = select_sentences(iter_sentences(sources, settings), vocab, counts, targets, True, 1.0, False)
+    got = select_stored(stored, vocab, counts, targets, 1.0, False)
+    assert got.sentences == want.sentences and got.stats == want.stats
+    np.testing.assert_array_equal(got.fill, want.fill)
+    short = [s for s in iter_sentences(sources, CorpusOptions(5, 15, exclude=settings.exclude))]
+    sizes = stored.lengths()
+    candidates = list(stored.texts(np.flatnonzero((sizes >= 5) & (sizes <= 15))))
+    assert candidates == short
+    assert sample_sentences(candidates, 40, set(want.sentences), 3) == sample_sentences(
+        iter(short), 40, set(want.sentences), 3
+    )
+
+
+def test_a_worker_that_counts_a_message_short_is_seen(
+    corpus: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the equality above rests on: each message's words reach the counts (a message's counts dropped
+    here, in this process's merge, must change them)."""
+    monkeypatch.setattr(scan_module, "LINES", 50)
+    sources, settings = corpus[:3], options(corpus)
+    counts, _ = count_words(iter_sentences(sources, settings), lowercase=True, show_progress=False)
+    real = scan_module._chunk
+    calls = []
+
+    def dropping(result: Message, kept: np.ndarray, table: dict[str, int] | None) -> scan_module.Kept:
+        chunk = real(result, kept, table)
+        calls.append(1)
+        if len(calls) == 2 and chunk.ids is not None:
+            chunk.ids = chunk.ids[: len(chunk.ids) // 2]
+        return chunk
+
+    monkeypatch.setattr(scan_module, "_chunk", dropping)
+    stored = StoredCorpus.build(
+        tmp_path / "s", sources, settings, Words(True), workers=2, show_progress=False
+    )
+    assert list(stored.counter().items()) != list(counts.items())
+
+
+def test_the_language_split_of_an_untagged_corpus_is_the_one_process_one(tmp_path: Path) -> None:
+    english = write_corpus(tmp_path / "en.txt", count=200).read_text(encoding="utf-8").splitlines()
+    german = [
+        "Der Hund und die Katze schlafen heute im Garten.",
+        "Wir haben gestern ein neues Buch gekauft und gelesen.",
+    ] * 30
+    mixed = tmp_path / "mixed.txt"
+    mixed.write_text("\n".join(e for pair in zip(english, german, strict=False) for e in pair) + "\n")
+    for language in ("en", "de"):
+        settings = CorpusOptions(language=language, languages=("en", "de"))
+        want = list(iter_sentences([str(mixed)], settings))
+        assert list(stream_sentences([str(mixed)], settings, workers=2)) == want and want
+
+
+def test_a_bad_line_is_the_same_one_line_error_from_a_worker(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "A fine first line of words."}\n{"txt": "no text field"}\n')
+    for workers in (1, 2):
+        with pytest.raises(InputError, match="bad.jsonl:2: no string field 'text'"):
+            list(stream_sentences([str(bad)], workers=workers))
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe not text\n" * 150)
+    with pytest.raises(InputError, match="binary.txt: mostly not UTF-8 text .lines 1-100."):
+        list(stream_sentences([str(binary)], workers=2))
+
+
+def test_non_utf8_lines_are_skipped_with_the_one_process_warning(
+    corpus: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        list(stream_sentences(corpus[:1], workers=2))
+    assert "a.txt: skipped 1 lines that are not UTF-8 (the first: line 731)" in caplog.text
+
+
+# ---------------------------------------------------------------------------------------------- the pool
+def test_the_pool_returns_results_in_order_and_raises_a_jobs_error_as_one_line() -> None:
+    messages = [Message({"n": n}, {"x": np.arange(n)}) for n in range(40)]
+    with Pool("pool_jobs:slow_sum", {"scale": 2}, setup="pool_jobs:sum_setup", workers=3) as pool:
+        assert pool.workers == 3
+        assert [m.meta["sum"] for m in pool.map(messages)] == [2 * n * (n - 1) // 2 for n in range(40)]
+    with Pool("pool_jobs:slow_sum", {"scale": 2}, setup="pool_jobs:sum_setup", workers=1) as here:
+        assert here.workers == 1 and next(iter(here.map(messages[3:4]))).meta["sum"] == 6
+    failing = [Message({"n": 1}), Message({"n": -1}), Message({"n": 2})]
+    with (
+        Pool("pool_jobs:slow_sum", {"scale": 1}, setup="pool_jobs:sum_setup", workers=2) as pool,
+        pytest.raises(InputError, match="^a negative count: -1$"),
+    ):
+        list(pool.map(failing))
+    with (
+        Pool("pool_jobs:slow_sum", {"scale": 1}, setup="pool_jobs:sum_setup", workers=2) as pool,
+        pytest.raises(StaticsemError, match="a worker process stopped .exit code"),
+    ):
+        list(pool.map([Message({"n": 1}), Message({"n": 0, "die": True})]))
+    with pytest.raises(InputError, match="--workers must be at least 1, got 0"):
+        check_workers(0)
+    assert check_workers(None) >= 1
+
+
+# ---------------------------------------------------------------------------------------------- a build
+def test_a_build_on_several_workers_is_the_one_process_build(
+    tmp_path: Path, subword_tokenizer: object
+) -> None:
+    """Vocabulary, choice, short sentences and the model: equal for 1 and 3 workers, and equal to a build
+    whose work folder has no stored corpus (the corpus read again for each step, as before)."""
+    corpus = write_corpus(tmp_path / "corpus.txt", count=900)
+    settings = tiny_swe(corpus, kd_short=60, stages=("extract", "pca", "kd"))
+    built = {}
+    for name, workers in (("one", 1), ("three", 3)):
+        run = Pipeline(
+            settings,
+            tmp_path / name,
+            teacher=FakeTeacher(subword_tokenizer),
+            show_progress=False,
+            workers=workers,  # type: ignore[arg-type]
+        )
+        run.run(dtype="float32")
+        built[name] = run
+    one, three = built["one"], built["three"]
+    for step in ("vocab", "select", "targets"):
+        assert {k: v for k, v in one.records[step].items() if k != "seconds"} == {
+            k: v for k, v in three.records[step].items() if k != "seconds"
+        }, step
+    np.testing.assert_array_equal(load(tmp_path / "one").vectors, load(tmp_path / "three").vectors)
+    # the same steps on the corpus read again: the stored corpus gone before the choice
+    again = Pipeline(
+        settings, tmp_path / "again", teacher=FakeTeacher(subword_tokenizer), show_progress=False
+    )  # type: ignore[arg-type]
+    again.run_steps(("vocab",), again.keys)
+    for folder in again.work.folder.glob("corpus-*"):
+        import shutil
+
+        shutil.rmtree(folder)
+    assert again.stored_corpus(True) is None
+    again.run_steps(("select",), again.keys)
+    assert again.records["select"]["sentences"] == one.records["select"]["sentences"]
+    assert Counter(again.records["vocab"]["words"]) == Counter(one.records["vocab"]["words"])

@@ -1,0 +1,296 @@
+"""The extraction pipeline (``teachers.batches``, ``stages.extract``): batches made ready ahead tokenise as
+the teacher's own tokenizer does, the per-word reduction on the teacher's device sums each occurrence once,
+worker processes and a thread give the same sums to the bit, a GPU's out-of-memory halves the batch, and the
+plans.
+
+The device path is tested here on the CPU through the same functions (the device is a parameter); the meta
+device checks that nothing the reduction or the training reads is left behind on the host."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from fakes import FakeTeacher, write_corpus
+from staticsem.distillation.stages import extract as extract_module
+from staticsem.distillation.stages.extract import (
+    extract,
+    length_batches,
+    plan_batches,
+    reduce_batch,
+    token_batches,
+    zero_sums,
+)
+from staticsem.distillation.stages.kd import Distillation, Regression
+from staticsem.distillation.teachers.batches import Prepared, trim_offsets
+from staticsem.distillation.teachers.teacher import Teacher
+from staticsem.distillation.workers import Pool
+from staticsem.text import WordSplitter
+
+TEXTS = [
+    "The cat sat on the mat.",
+    "A dog, a kitten and a puppy ran in the rain!",
+    "Tax law: the court judge said no.",
+    "Zebra café naïve résumé — x",
+    "  leading   spaces and\ttabs ",
+    " ".join(["guitar song"] * 60),  # longer than the tiny teacher's 64 tokens: truncated
+]
+
+
+@pytest.fixture(scope="module")
+def teachers(tiny_teacher: Path) -> dict[str, Teacher]:
+    """The tiny teacher on torch, and with a prompt."""
+    return {
+        "plain": Teacher(str(tiny_teacher), backend="torch"),
+        "prompted": Teacher(str(tiny_teacher), backend="torch", prompt="query: "),
+    }
+
+
+def transformers_encoding(teacher: Teacher, texts: list[str]) -> dict[str, np.ndarray]:
+    """What ``transformers`` gives for the teacher's call (the way the teacher tokenised before)."""
+    prompted = [teacher.prompt + t for t in texts]
+    batch = teacher.tokenizer(
+        prompted,
+        padding=True,
+        truncation=True,
+        max_length=teacher.max_length,
+        return_tensors="np",
+        return_offsets_mapping=True,
+        return_special_tokens_mask=True,
+    )
+    offsets = trim_offsets(prompted, batch.pop("offset_mapping").astype(np.int64)) - len(teacher.prompt)
+    special = batch.pop("special_tokens_mask").astype(bool) | (offsets[..., 0] < 0)
+    own = batch["attention_mask"].astype(bool) & ~special
+    return {**{k: np.asarray(v, np.int64) for k, v in batch.items()}, "own": own, "offsets": offsets}
+
+
+@pytest.mark.parametrize("which", ["plain", "prompted"])
+def test_batches_tokenise_as_the_teachers_own_tokenizer(teachers: dict[str, Teacher], which: str) -> None:
+    teacher = teachers[which]
+    want = transformers_encoding(teacher, TEXTS)
+    got = teacher.encode(TEXTS)
+    assert set(got.inputs) == set(want) - {"own", "offsets"}
+    for name, value in got.inputs.items():
+        np.testing.assert_array_equal(value, want[name], err_msg=name)
+    np.testing.assert_array_equal(got.own, want["own"])
+    np.testing.assert_array_equal(got.offsets, want["offsets"])
+    assert got.inputs["input_ids"].shape[1] == teacher.max_length  # the long text is cut to the limit
+
+
+@pytest.mark.slow
+def test_batches_tokenise_as_the_packaged_teachers_tokenizer() -> None:
+    """The claim on the real MiniLM's WordPiece (accents, CJK, long texts), prompted and not."""
+    for prompt in (None, "query: "):
+        teacher = Teacher(backend="torch", prompt=prompt)
+        texts = [
+            *TEXTS,
+            "我喜欢猫，也喜欢狗。",
+            "Ünïcödé ﬁ ligatures and ½ fractions",
+            " ".join(["word"] * 400),
+        ]
+        want, got = transformers_encoding(teacher, texts), teacher.encode(texts)
+        for name, value in got.inputs.items():
+            np.testing.assert_array_equal(value, want[name], err_msg=name)
+        np.testing.assert_array_equal(got.own, want["own"])
+        np.testing.assert_array_equal(got.offsets, want["offsets"])
+
+
+def reference_sums(states: np.ndarray, prepared: Prepared, words: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each occurrence's tokens averaged, each word's occurrences summed: one loop, slowly."""
+    sums, counts = np.zeros((words, states.shape[-1])), np.zeros(words, np.int64)
+    flat = states.reshape(-1, states.shape[-1])
+    for occurrence, word in enumerate(prepared.words.tolist()):
+        tokens = prepared.positions[prepared.occurrence_of == occurrence]
+        sums[word] += flat[tokens].mean(axis=0)
+        counts[word] += 1
+    return sums, counts
+
+
+def test_the_reduction_sums_each_occurrence_of_each_word_once(teachers: dict[str, Teacher]) -> None:
+    teacher = teachers["plain"]
+    vocab = ["the", "cat", "dog", "kitten", "a", "zebra", "cafe", "guitar", "song"]
+    preparer = teacher.preparer(vocab, True, WordSplitter())
+    prepared = preparer(TEXTS)
+    assert len(prepared.words) > 20 and (np.bincount(prepared.occurrence_of) > 1).any()  # zebra: 5 pieces
+    states, _ = teacher.run(prepared.inputs)
+    sums, counts = zero_sums(len(vocab), teacher.hidden_size)
+    located = (prepared.positions, prepared.occurrence_of, prepared.words)
+    means = reduce_batch(states, torch.from_numpy(prepared.own), located, sums, counts)
+    want_sums, want_counts = reference_sums(states.numpy(), prepared, len(vocab))
+    np.testing.assert_allclose(sums.numpy(), want_sums, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(counts.numpy(), want_counts)
+    own = prepared.own[..., None]
+    np.testing.assert_allclose(means.numpy(), (states.numpy() * own).sum(1) / own.sum(1), rtol=1e-5)
+
+
+def test_the_reduction_runs_on_the_states_device_alone(teachers: dict[str, Teacher]) -> None:
+    """On the meta device (no data, but every op checks its operands' devices): a sum or an index left on
+    the host is an error."""
+    teacher = teachers["plain"]
+    prepared = teacher.preparer(["the", "cat"], True, WordSplitter())(TEXTS[:2])
+    states = torch.empty((*prepared.own.shape, teacher.hidden_size), device="meta")
+    sums, counts = zero_sums(2, teacher.hidden_size, "meta")
+    located = (prepared.positions, prepared.occurrence_of, prepared.words)
+    means = reduce_batch(states, torch.from_numpy(prepared.own), located, sums, counts)
+    assert means.device.type == "meta"
+    host_sums, _ = zero_sums(2, teacher.hidden_size)
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        reduce_batch(states, torch.from_numpy(prepared.own), located, host_sums, counts)
+
+
+def tensors(objective: object) -> dict[str, torch.Tensor]:
+    """Every tensor an objective holds (in its bags too)."""
+    found = {}
+    for name, value in vars(objective).items():
+        if isinstance(value, torch.Tensor):
+            found[name] = value
+        elif hasattr(value, "__dict__") and not isinstance(value, type):
+            found.update({f"{name}.{k}": v for k, v in tensors(value).items()})
+    return found
+
+
+def test_training_data_moves_to_the_device_once(tiny_model) -> None:  # type: ignore[no-untyped-def]
+    sentences = ["the cat sat", "a dog ran", "the king and the queen", "a happy man"] * 10
+    targets = np.random.default_rng(0).normal(size=(len(sentences), 8)).astype(np.float32)
+    for objective in (
+        Distillation(tiny_model, sentences, targets, 0.05),
+        Regression(tiny_model, sentences, np.ones((len(sentences), tiny_model.dim), np.float32)),
+    ):
+        objective.to("meta")
+        held = tensors(objective)
+        assert "targets" in held and any(name.endswith("ids") for name in held)
+        assert {name: t.device.type for name, t in held.items()} == dict.fromkeys(held, "meta")
+
+
+def test_workers_and_a_thread_make_the_same_batches_and_the_same_sums(
+    teachers: dict[str, Teacher], tmp_path: Path
+) -> None:
+    teacher = teachers["plain"]
+    corpus = write_corpus(tmp_path / "c.txt", count=300).read_text(encoding="utf-8").splitlines()
+    vocab = ["the", "cat", "dog", "a", "tax", "law", "music", "song", "river", "water", "of", "and"]
+    preparer = teacher.preparer(vocab, True, WordSplitter())
+    here = preparer(corpus[:40], np.arange(40))
+    with Pool(
+        "staticsem.distillation.teachers.batches:job",
+        preparer.params(),
+        setup="staticsem.distillation.teachers.batches:setup",
+        workers=2,
+    ) as pool:
+        from staticsem.distillation.workers import Message
+
+        [message] = list(pool.map([Message({"texts": corpus[:40]}, {"rows": np.arange(40)})]))
+    there = Prepared.from_message(message)
+    for name in Prepared.ARRAYS:
+        np.testing.assert_array_equal(getattr(there, name), getattr(here, name), err_msg=name)
+    one = extract(teacher, corpus, vocab, lowercase=True, batch_size=16, show_progress=False, workers=1)
+    two = extract(teacher, corpus, vocab, lowercase=True, batch_size=16, show_progress=False, workers=2)
+    np.testing.assert_array_equal(one.sums, two.sums)
+    np.testing.assert_array_equal(one.embeddings, two.embeddings)
+    np.testing.assert_array_equal(one.token_means, two.token_means)
+    fake = FakeTeacher(teacher.subword_tokenizer)  # a teacher that tokenises in forward: the same reduction
+    assert extract(fake, corpus, vocab, lowercase=True, show_progress=False).counts.sum() > 0
+
+
+class Crowded(Teacher):
+    """The tiny teacher on a GPU with room for ``room`` sentences a pass: more raise torch's out of memory."""
+
+    room = 5
+
+    def run(self, inputs, layer=None):  # type: ignore[no-untyped-def]
+        if len(inputs["input_ids"]) > self.room:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return super().run(inputs, layer)
+
+
+def test_a_batch_out_of_gpu_memory_is_halved_and_retried(
+    tiny_teacher: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = write_corpus(tmp_path / "c.txt", count=64).read_text(encoding="utf-8").splitlines()
+    vocab = ["the", "cat", "dog", "a", "tax", "law", "music", "song", "of", "and"]
+    crowded = Crowded(str(tiny_teacher), backend="torch")
+    roomy = Teacher(str(tiny_teacher), backend="torch")
+    with caplog.at_level(logging.WARNING, logger="staticsem.distillation.stages.extract"):
+        got = extract(crowded, corpus, vocab, lowercase=True, batch_size=16, show_progress=False)
+    assert "the GPU ran out of memory on a batch of 16 sentences: halving it and retrying" in caplog.text
+    want = extract(roomy, corpus, vocab, lowercase=True, batch_size=4, show_progress=False)
+    np.testing.assert_array_equal(got.counts, want.counts)
+    np.testing.assert_allclose(got.sums, want.sums, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got.embeddings, want.embeddings, rtol=1e-5, atol=1e-6)
+
+
+def test_token_budget_plans_sort_by_tokens_and_keep_each_batch_within_the_budget() -> None:
+    tokens = np.array([5, 30, 7, 7, 12, 100, 3, 9, 9, 9])
+    plan = token_batches(tokens, budget=40)
+    assert sorted(np.concatenate(plan).tolist()) == list(range(10))
+    assert [tokens[b].max() * len(b) <= 40 or len(b) == 1 for b in plan] == [True] * len(plan)
+    order = np.concatenate(plan)
+    assert (np.diff(tokens[order]) >= 0).all()
+    assert plan[-1].tolist() == [5]  # longer than the budget: alone
+    texts = ["a b", "a", "a b c d"]
+    assert [b.tolist() for b in plan_batches(object(), texts, 2)] == [
+        b.tolist() for b in length_batches(texts, 2)
+    ]
+
+
+def test_a_partial_of_another_plan_is_not_resumed(
+    teachers: dict[str, Teacher], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    teacher = teachers["plain"]
+    corpus = write_corpus(tmp_path / "c.txt", count=80).read_text(encoding="utf-8").splitlines()
+    vocab = ["the", "cat", "a", "of"]
+    partial = tmp_path / "stage1.partial.safetensors"
+    whole = extract(
+        teacher, corpus, vocab, lowercase=True, batch_size=8, checkpoint=partial, show_progress=False
+    )
+    assert partial.is_file()
+    with caplog.at_level(logging.WARNING, logger="staticsem.distillation.stages.extract"):
+        other = extract(
+            teacher, corpus, vocab, lowercase=True, batch_tokens=200, checkpoint=partial, show_progress=False
+        )
+    assert "made with other batches (another device): stage 1 starts over" in caplog.text
+    np.testing.assert_array_equal(other.counts, whole.counts)
+    assert extract_module.plan_key(
+        token_batches(teacher.token_counts(corpus), 200)
+    ) != extract_module.plan_key(length_batches(corpus, 8))
+
+
+# ---------------------------------------------------------------------------------------------- devices
+def test_a_device_and_precision_that_cannot_run_are_refused_in_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    import staticsem
+    from staticsem.cli import app
+    from staticsem.distillation.teachers.device import resolve_runtime
+    from staticsem.errors import InputError
+
+    if not torch.cuda.is_available():
+        with pytest.raises(InputError, match=r"^--device cuda: torch \S+ \(.*\) sees no CUDA device$"):
+            resolve_runtime("cuda", "auto")
+        corpus = write_corpus(tmp_path / "c.txt", count=50)
+        result = CliRunner().invoke(
+            app,
+            ["distill", "swe", "--corpus", str(corpus), "--out", str(tmp_path / "m"), "--device", "cuda:1"],
+        )
+        assert result.exit_code != 0 and "--device cuda:1: torch" in str(result.output) + str(
+            result.exception
+        )
+        assert not (tmp_path / "m").exists()
+    with pytest.raises(InputError, match="--device takes auto, cpu, cuda, cuda:N; got 'gpu'"):
+        resolve_runtime("gpu", "auto")
+    with pytest.raises(
+        InputError, match=r"--teacher-precision fp16: the onnx-int8 teacher backend runs at its own"
+    ):
+        staticsem.distill(
+            "swe", corpus=[str(tmp_path / "c.txt")], out=tmp_path / "m", teacher_backend="onnx-int8",
+            teacher_precision="fp16",
+        )  # fmt: skip
+    assert resolve_runtime("cpu", "auto").backend == "onnx-int8"  # the CPU's default
+    assert (resolve_runtime("cpu", "auto", "bf16").backend, resolve_runtime("cpu", "torch").precision) == (
+        "torch",
+        "fp32",
+    )
+    assert resolve_runtime("ray-gpu", "auto").precision == "fp16"  # GPU replicas: torch at fp16
