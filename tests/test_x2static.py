@@ -217,8 +217,7 @@ def test_ase_takes_stage_one_from_the_chosen_layer(corpus_dir: Path, subword_tok
         )
 
 
-@pytest.mark.slow
-def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -> None:
+def test_cli_x2static_ase_and_word2vec_with_a_real_teacher(corpus_dir: Path, tiny_teacher: Path) -> None:
     from typer.testing import CliRunner
 
     from staticsem.cli import app
@@ -226,31 +225,32 @@ def test_cli_x2static_ase_and_word2vec_with_the_real_teacher(corpus_dir: Path) -
 
     corpus = str(corpus_dir / "corpus.txt")
     common = ["--corpus", corpus, "--vocab-size", "40", "--min-count", "2", "--dtype", "float32"]
+    teacher = ["--teacher", str(tiny_teacher)]
     runs = {
         "x2s": [
             *("--method", "x2static", "--context", "paragraph", "--epochs", "3", "--lr", "0.005"),
-            *("--prompt", "query: "),
+            *("--prompt", "query: ", *teacher),
         ],
-        "ase": ["--method", "ase", "--layer", "2", "--sentences-per-word", "5"],
+        "ase": ["--method", "ase", "--layer", "2", "--sentences-per-word", "5", *teacher],
         "w2v": ["--method", "word2vec", "--epochs", "2", "--dim", "16"],
     }
     for name, args in runs.items():
         result = CliRunner().invoke(app, ["distill", "--out", str(corpus_dir / name), *common, *args])
         assert result.exit_code == 0, result.stderr
     x2s, ase, w2v = (staticsem.load(corpus_dir / name) for name in runs)
-    assert x2s.dim == ase.dim == 384 and w2v.dim == 16
+    assert x2s.dim == ase.dim == 32 and w2v.dim == 16
     assert x2s.metadata["method"] == "x2static" and x2s.metadata["teacher_passes"] < 600 / 3
     assert x2s.metadata["settings"]["prompt"] == "query: " and x2s.metadata["settings"]["lr"] == 0.005
     assert ase.metadata["settings"]["layer"] == 2 and "cat" in ase and "cat" in w2v
     assert ase.similarity("cat", "kitten") > ase.similarity("cat", "tax")
     # a sentence's context is the mean of the real teacher's states over its own tokens
-    teacher = Teacher()
+    real = Teacher(str(tiny_teacher))
     sentence = "The cat sat on the mat."
-    context = group_contexts(teacher, [[sentence]])[0]
-    tokens = teacher.model.encode(sentence, output_value="token_embeddings", convert_to_numpy=True)
+    context = group_contexts(real, [[sentence]])[0]
+    tokens = real.model.encode(sentence, output_value="token_embeddings", convert_to_numpy=True)
     np.testing.assert_allclose(context, tokens[1:-1].mean(0), rtol=1e-4, atol=1e-5)  # without [CLS]/[SEP]
     # with a prompt the teacher reads it, but the context is still the mean over the sentence's tokens
-    prompted = Teacher(prompt="query: ")
+    prompted = Teacher(str(tiny_teacher), prompt="query: ")
     context = group_contexts(prompted, [[sentence]])[0]
     tokens = prompted.model.encode(
         "query: " + sentence, output_value="token_embeddings", convert_to_numpy=True
