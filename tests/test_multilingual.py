@@ -126,6 +126,46 @@ def test_each_language_runs_with_its_share_of_the_words(three: Path) -> None:
     }
 
 
+def test_an_unused_share_is_handed_to_english_first_then_to_the_others() -> None:
+    from staticsem.distillation.corpus.languages import hand_over
+
+    even = dict.fromkeys(("en", "fr", "zh", "de"), 1.0)
+    shares = dict.fromkeys(even, 30)
+    assert hand_over(shares, {"en": 100, "fr": 20, "zh": 10, "de": 100}, even, "en") == {
+        "en": 60, "fr": 20, "zh": 10, "de": 30,
+    }  # fmt: skip
+    assert hand_over(shares, {"en": 35, "fr": 20, "zh": 10, "de": 100}, even, "en") == {
+        "en": 35, "fr": 20, "zh": 10, "de": 55,
+    }  # fmt: skip
+    # short sentences: by the languages' weights (chosen sentences), each capped at what it has
+    quotas, room = {"es": 60, "en": 40, "de": 20}, {"es": 50, "en": 999, "de": 999}
+    assert hand_over(quotas, room, {"es": 6, "en": 4, "de": 2}) == {"es": 50, "en": 47, "de": 23}
+    assert sum(hand_over(shares, dict.fromkeys(even, 5), even, "en").values()) == 20  # no room: fewer
+
+
+def test_hand_over_gives_a_languages_unused_words_and_short_sentences_to_the_others(three: Path) -> None:
+    """Swedish (60 lines of 12 words) has fewer words than its third of the budget: English takes the rest;
+    its short sentences run out too, and the others draw them."""
+    rng = np.random.default_rng(0)
+    few = ["qcat", "qdog", "qtax", "qlaw", "qthe", "qa", "qof", "qand", "qriver", "qsong", "qfish", "qbank"]
+    lines = [" ".join(rng.choice(few, size=6)) + "." for _ in range(60)]
+    (three / "swedish.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    teacher = FakeTeacher(reader(three))
+    common: dict[str, object] = {"vocab_size": 60, "kd_short": 600, "stages": ("extract", "pca", "kd")}
+    plain = pipeline(three, teacher, "plain", **common)
+    handed = pipeline(three, teacher, "handed", hand_over=True, **common)
+    plain.run(dtype="float32")
+    handed.run(dtype="float32")
+    sizes = {lang: run.settings.vocab_size for lang, run in handed.subruns.items()}
+    usable = {lang: len(run.records["vocab"]["words"]) for lang, run in handed.subruns.items()}
+    assert sum(sizes.values()) == 60 and sizes["sv"] == usable["sv"] == 12 and sizes["en"] == 20 + 8
+    assert sizes["de"] == 20  # English had room for all of Swedish's spare
+    assert len(handed.records["merge"]["words"]) > len(plain.records["merge"]["words"])
+    targets = {run: json.loads((run.work.folder / "targets.json").read_text()) for run in (plain, handed)}
+    assert targets[plain]["short"] < 600 == targets[handed]["short"]  # Swedish's shortfall drawn elsewhere
+    assert targets[handed]["short_languages"]["sv"] == targets[plain]["short_languages"]["sv"]
+
+
 def test_a_spaceless_language_gets_the_greedy_splitter_and_spaced_ones_words_in_stage_1(three: Path) -> None:
     assert with_splitter(settings(three)).splitter == "words"
     zh = settings(three, corpus=(f"en={three / 'english.txt'}", f"zh={three / 'german.txt'}"))

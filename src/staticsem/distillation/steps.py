@@ -209,6 +209,15 @@ class StepRun:
                 count=self.scale.count_words,
             )
             return {**found, "excluded": excluded} if s.exclude else found
+        stored = self.count_corpus()
+        found = vocabulary_record(
+            stored.counter(), stored.sentences, lowercase, s.vocab_size, s.min_count, s.vocabulary
+        )
+        return {**found, "excluded": dict(stored.excluded)} if s.exclude else found
+
+    def count_corpus(self) -> StoredCorpus:
+        """The corpus read once (on ``workers`` processes) and stored in the work folder (or as stored)."""
+        lowercase = self.teacher.lowercases
         folder = self._stored_folder(lowercase)
         stored = StoredCorpus.open(folder)
         if stored is None:
@@ -217,13 +226,19 @@ class StepRun:
             # a splitter registered in this process only (register_splitter) is unknown to other processes
             workers = self.workers if self.splitter.name in BUILTIN_SPLITTERS else 1
             stored = StoredCorpus.build(
-                folder, s.corpus, self.options, self._words(lowercase), workers=workers,
+                folder,
+                self.settings.corpus,
+                self.options,
+                self._words(lowercase),
+                workers=workers,
                 show_progress=self.progress,
-            )  # fmt: skip
-        found = vocabulary_record(
-            stored.counter(), stored.sentences, lowercase, s.vocab_size, s.min_count, s.vocabulary
-        )
-        return {**found, "excluded": dict(stored.excluded)} if s.exclude else found
+            )
+        return stored
+
+    def resize(self, vocab_size: int) -> None:
+        """Keep ``vocab_size`` words (the keys follow)."""
+        self.settings = replace(self.settings, vocab_size=vocab_size)
+        self.__dict__.pop("keys", None)
 
     def run(self, dtype: str = "float16") -> StaticModel:
         """Run (or reuse) every step of the method, save the model to ``out`` and return it."""

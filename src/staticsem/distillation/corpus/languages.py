@@ -69,3 +69,33 @@ def share_vocabulary(total: int, sizes: Mapping[str, int], split: str) -> dict[s
         shares[max(shares, key=shares.__getitem__)] -= 1
         shares[lang] = 1
     return shares
+
+
+def hand_over(
+    parts: Mapping[str, int],
+    usable: Mapping[str, int],
+    weights: Mapping[str, float],
+    first: str | None = None,
+) -> dict[str, int]:
+    """``parts`` capped at what each can use (``usable``); what that leaves goes to the others up to their
+    ``usable``: to ``first`` first (where given), then in proportion to ``weights`` (largest remainders),
+    round after round, until none is left or none has room. The parts never add up to more than before."""
+    kept = {key: min(part, usable[key]) for key, part in parts.items()}
+    spare = sum(parts.values()) - sum(kept.values())
+    if first is not None and first in kept and spare:
+        moved = min(spare, usable[first] - kept[first])
+        kept[first] += moved
+        spare -= moved
+    while spare:
+        open_ = {key: weights[key] for key in kept if usable[key] > kept[key] and weights[key] > 0}
+        if not open_:
+            break
+        moved = 0
+        for key, given in apportion(spare, open_).items():
+            taken = min(given, usable[key] - kept[key])
+            kept[key] += taken
+            moved += taken
+        if not moved:
+            break
+        spare -= moved
+    return kept

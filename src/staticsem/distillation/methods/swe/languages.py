@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from staticsem.distillation.corpus.languages import SPACELESS, apportion, base_language, share_vocabulary
+from staticsem.distillation.corpus.languages import (
+    SPACELESS,
+    apportion,
+    base_language,
+    hand_over,
+    share_vocabulary,
+)
 from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences, open_corpus
 from staticsem.distillation.corpus.sampling import sample_sentences
 from staticsem.distillation.corpus.scan import stream_sentences
@@ -39,6 +45,8 @@ def run_languages(pipeline: Any) -> None:
     if pipeline.settings.check_tokenizer:
         samples = {lang: corpus_sample(run.settings.corpus, run.options) for lang, run in runs.items()}
         check_coverage(pipeline.teacher.subword_tokenizer, samples, pipeline.teacher.id)
+    if pipeline.settings.hand_over:
+        hand_over_words(pipeline)
     for language, run in runs.items():
         try:
             _share_teacher(pipeline, run, ("vocab", "select"))
@@ -47,6 +55,29 @@ def run_languages(pipeline: Any) -> None:
     for language, run in runs.items():
         _share_teacher(pipeline, run, ("extract",))
         pipeline.records.update({f"{step}-{language}": record for step, record in run.records.items()})
+
+
+def hand_over_words(pipeline: Any) -> None:
+    """``--hand-over``: each language's share of ``--vocab-size`` capped at its words with ``--min-count``
+    (each corpus counted: stored once, as its vocabulary step reads it), the rest handed to English first,
+    then to the others with room; the runs resized to their new shares."""
+    if pipeline.scale is not None:
+        raise InputError("--hand-over needs the corpora read here, not on Ray (--ray)")
+    runs: dict[str, Any] = pipeline.subruns
+    usable: dict[str, int] = {}
+    for language, run in runs.items():
+        try:
+            run._teacher = run._teacher or pipeline._teacher
+            counts = run.count_corpus().counts
+            pipeline._teacher = run._teacher
+        except InputError as exc:
+            raise InputError(f"{language}: {exc}") from None
+        usable[language] = int((counts >= run.settings.min_count).sum())
+    shares = {language: run.settings.vocab_size for language, run in runs.items()}
+    first = next((language for language in runs if base_language(language) == "en"), None)
+    handed = hand_over(shares, usable, dict.fromkeys(runs, 1.0), first)
+    for language, run in runs.items():
+        run.resize(handed[language])
 
 
 def _share_teacher(pipeline: Any, run: Any, steps: tuple[str, ...]) -> None:
@@ -114,16 +145,21 @@ def corpus_sample(sources: Sequence[str], options: CorpusOptions, count: int = S
 
 
 def short_sentences(
-    runs: Mapping[str, Any], count: int, exclude: set[str], seed: int
+    runs: Mapping[str, Any], count: int, exclude: set[str], seed: int, hand_on: bool = False
 ) -> dict[str, list[str]]:
     """``count`` random corpus sentences of ``SHORT_WORDS`` words outside ``exclude``, drawn from each
     language's run of ``runs`` in proportion to the sentences stage 1 chose in it (one run: all of them);
-    per language, in ``runs``' order."""
+    per language, in ``runs``' order. ``hand_on``: a language with fewer than its share hands the rest on
+    to the others, in proportion to their chosen sentences (``corpus.languages.hand_over``)."""
     chosen = {lang: len(run.records["select"]["sentences"]) for lang, run in runs.items()}
-    short: dict[str, list[str]] = {}
-    for lang, n in short_counts(count, chosen).items():
-        short[lang] = sample_sentences(short_candidates(runs[lang]), n, exclude, seed)
-    return short
+    quotas = short_counts(count, chosen)
+    candidates: Mapping[str, Iterable[str]] = {lang: short_candidates(run) for lang, run in runs.items()}
+    if hand_on:
+        held = {lang: list(found) for lang, found in candidates.items()}
+        available = {lang: sum(1 for s in found if s not in exclude) for lang, found in held.items()}
+        quotas = hand_over(quotas, available, {lang: float(n) for lang, n in chosen.items()})
+        candidates = held
+    return {lang: sample_sentences(candidates[lang], n, exclude, seed) for lang, n in quotas.items()}
 
 
 def short_candidates(run: Any) -> Iterator[str]:

@@ -157,6 +157,7 @@ class Pipeline(StepRun):
                 {
                     "sources": [p["sha256"] for p in fingerprint_sources(s.kd_corpus)],
                     **({"short": short, "seed": s.seed} if s.draws_short() else {}),
+                    **({"hand_over": True} if s.hand_over and self.subruns else {}),
                     "select": keys.get("select", extract_key),
                     "teacher": s.teacher,
                     "words": (s.min_words, s.max_words),

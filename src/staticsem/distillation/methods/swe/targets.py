@@ -25,7 +25,8 @@ def targets_step(pipeline: Any) -> dict[str, Any]:
     short: dict[str, list[str]] = {}
     if count := s.short_count(len(chosen)):
         runs = pipeline.subruns or {"": pipeline}
-        short = short_sentences(runs, count, chosen | set(sentences), pipeline.settings.seed)
+        hand_on = s.hand_over and bool(pipeline.subruns)
+        short = short_sentences(runs, count, chosen | set(sentences), s.seed, hand_on)
         sentences += [sentence for drawn in short.values() for sentence in drawn]
     if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
         empty = np.zeros((0, pipeline.teacher.hidden_size), np.float32)
