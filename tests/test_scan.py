@@ -46,7 +46,8 @@ def corpus(tmp_path: Path) -> list[str]:
     lines = plain.read_text(encoding="utf-8").splitlines()
     lines[10] = "Too short."
     lines[11] = lines[12] + " " + lines[13] + " The secret one is here today."  # three sentences
-    lines[20] = "The whole listed line of words."
+    lines[20] = "The whole listed line of words zebra yak."
+    lines[22] = "The yak and the zebra sing."  # kept: yak seen first here, zebra first in the dropped line
     lines += lines[100:130]  # duplicates inside the file
     raw = "\n".join(lines).encode() + b"\n\xff\xfe broken bytes here\n" + b"Cat dog fur and the pet.\n"
     plain.write_bytes(raw)
@@ -59,7 +60,8 @@ def corpus(tmp_path: Path) -> list[str]:
     listed = tmp_path / "eval.sha1"
     listed.write_text(
         "\n".join(
-            sentence_hash(s) for s in ("The whole listed line of words.", "The secret one is here today.")
+            sentence_hash(s)
+            for s in ("The whole listed line of words zebra yak.", "The secret one is here today.")
         )
         + "\n"
         + sentence_hash(more[7])
