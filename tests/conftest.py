@@ -57,16 +57,17 @@ PIECES = [
 
 # ``make test`` runs the tests on every core (pytest-xdist, ``-n``). These modules run whole, in order, in
 # one process: a module fixture too costly to make twice (the wheel and its venv, the teachers' ONNX
-# exports, the docs' demo model, a browser), one Ray cluster at a time (``RayScale("auto")`` joins whichever
-# runs), or blocks that share a namespace and folder (the docs' examples). Every other test goes wherever a
+# exports, a browser) or one Ray cluster at a time (``RayScale("auto")`` joins whichever runs). The docs'
+# examples run a page at a time in one process (a page's blocks share a namespace and folder; the pages
+# spread over the processes, each of which makes the demo model once). Every other test goes wherever a
 # process is free.
 ONE_PROCESS = (
-    "test_docs.py",
     "test_scale.py",
     "test_serve_browser.py",
     "test_teacher_backends.py",
     "test_wheel.py",
 )
+BY_PAGE = "test_docs.py"
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -80,6 +81,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     class OneProcessModules(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
+            if Path(module).name == BY_PAGE:  # test_docs_example[docs/usage.md:74:bash]: the page's unit
+                return f"{module}::{nodeid.partition('[')[2].split(':', 1)[0]}"
             return module if Path(module).name in ONE_PROCESS else nodeid
 
     return OneProcessModules(config, log)

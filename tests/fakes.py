@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -41,10 +42,20 @@ def corpus_tokenizer(*files: Path) -> Tokenizer:
     return tok
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _vector(word: str, width: int) -> np.ndarray:
+    seed = int(hashlib.sha256(word.encode()).hexdigest()[:8], 16)
+    vector = np.random.default_rng(seed).normal(size=width).astype(np.float32)
+    vector.flags.writeable = False  # shared by every call
+    return vector
+
+
 def word_vector(word: str, width: int) -> np.ndarray:
     """A fixed random vector per lower-cased word."""
-    seed = int(hashlib.sha256(word.lower().encode()).hexdigest()[:8], 16)
-    return np.random.default_rng(seed).normal(size=width).astype(np.float32)
+    return _vector(word.lower(), width)
+
+
+_PRE = BertPreTokenizer()
 
 
 class FakeTeacher:
@@ -93,24 +104,22 @@ class FakeTeacher:
                 handle.write(f"{len(texts)}\n")
         self.batches += 1
         self.sentences += len(texts)
-        pieces = [BertPreTokenizer().pre_tokenize_str(t) for t in texts]
+        pieces = [_PRE.pre_tokenize_str(t) for t in texts]
         width = max(len(p) for p in pieces) + 2
-        states = torch.zeros(len(texts), width, self.hidden_size)
-        contexts = torch.zeros(len(texts), width, self.hidden_size)
-        own = torch.zeros(len(texts), width, dtype=torch.bool)
-        offsets = torch.zeros(len(texts), width, 2, dtype=torch.int64)
-        for b, tokens in enumerate(pieces):
-            vectors = (
-                np.stack([word_vector(w, self.hidden_size) for w, _ in tokens])
-                if tokens
-                else np.zeros((0, 16))
-            )
-            context = torch.from_numpy(vectors.mean(axis=0)) if len(vectors) else 0.0
-            for i, (_, span) in enumerate(tokens):
-                states[b, i + 1] = torch.from_numpy(vectors[i])
-                contexts[b, i + 1] = context
-                own[b, i + 1] = True
-                offsets[b, i + 1] = torch.tensor(span)
+        states_np = np.zeros((len(texts), width, self.hidden_size), np.float32)
+        contexts_np = np.zeros((len(texts), width, self.hidden_size), np.float32)
+        own_np = np.zeros((len(texts), width), bool)
+        offsets_np = np.zeros((len(texts), width, 2), np.int64)
+        for b, tokens in enumerate(pieces):  # filled row by row, as numpy (a torch op a token is slow)
+            if not tokens:
+                continue
+            vectors = np.stack([word_vector(w, self.hidden_size) for w, _ in tokens])
+            states_np[b, 1 : len(tokens) + 1] = vectors
+            contexts_np[b, 1 : len(tokens) + 1] = vectors.mean(axis=0)
+            own_np[b, 1 : len(tokens) + 1] = True
+            offsets_np[b, 1 : len(tokens) + 1] = [span for _, span in tokens]
+        states, contexts = torch.from_numpy(states_np), torch.from_numpy(contexts_np)
+        own, offsets = torch.from_numpy(own_np), torch.from_numpy(offsets_np)
         last = states + 0.3 * contexts
         mean = (last * own[..., None]).sum(1) / own.sum(1, keepdim=True).clamp(min=1)
         if layer is not None:

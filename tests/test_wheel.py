@@ -1,11 +1,14 @@
-"""The package a user gets from ``pip install staticsem``: the sdist and wheel built by ``python -m build``
-from the files of a clean clone, installed into a fresh venv without extras (PyPI and pip's cache give it
-its dependencies). There the runtime works, the commands that need an extra say which in one line, and
-with the ``search`` extra an index builds and searches. One venv serves every test of this module.
+"""The package a user gets from ``pip install staticsem``: the sdist and wheel built from the files of a
+clean clone (``python -m build``'s PEP 517 build), installed into a fresh venv without extras (PyPI and the
+installer's cache give it its dependencies). There the runtime works, the commands that need an extra say
+which in one line, and with the ``search`` extra an index builds and searches. One venv serves every test of
+this module. Where ``uv`` is installed (``make setup`` installs it) it builds and installs, from the same
+metadata, in seconds instead of pip's half minute; else ``build`` and pip do.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -45,6 +48,17 @@ def run(*args: object, cwd: Path | None = None, check: bool = True) -> subproces
     return done
 
 
+UV = [sys.executable, "-m", "uv"] if importlib.util.find_spec("uv") else []
+
+
+def install(venv: Path, requirement: object) -> None:
+    """Install ``requirement`` (a wheel, or a wheel with extras) into ``venv`` with its dependencies."""
+    if UV:
+        run(*UV, "pip", "install", "--quiet", "--python", venv / "bin" / "python", requirement)
+    else:
+        run(venv / "bin" / "python", "-m", "pip", "install", "-q", requirement)
+
+
 def clone_files() -> list[str]:
     """The files a clean clone holds: tracked ones and new ones git does not ignore."""
     listed = run("git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", cwd=ROOT)
@@ -64,7 +78,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         (source / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, source / name)
     dist = tmp_path_factory.mktemp("dist")
-    run(sys.executable, "-m", "build", "--outdir", dist, source)  # the sdist, then the wheel from it
+    if UV:  # the sdist, then the wheel from it
+        run(*UV, "build", "--quiet", "--out-dir", dist, source)
+    else:
+        run(sys.executable, "-m", "build", "--outdir", dist, source)
     (sdist,), (wheel,) = dist.glob("*.tar.gz"), dist.glob("*.whl")
     return Built(sdist, wheel)
 
@@ -94,7 +111,7 @@ def small_model() -> StaticModel:
 def venv(built: Built, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     root = tmp_path_factory.mktemp("venv")
     run(sys.executable, "-m", "venv", root)
-    run(root / "bin" / "python", "-m", "pip", "install", "-q", built.wheel)
+    install(root, built.wheel)
     work = tmp_path_factory.mktemp("work")
     model = small_model().save(work / "model", dtype="float32")
     (work / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
@@ -153,14 +170,7 @@ def test_commands_that_need_an_extra_name_it_in_one_line(venv: Venv, args: list[
 
 
 def test_with_the_search_extra_an_index_builds_and_searches(venv: Venv, built: Built) -> None:
-    run(
-        venv.root / "bin" / "python",
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        f"staticsem[search] @ {built.wheel.as_uri()}",
-    )
+    install(venv.root, f"staticsem[search] @ {built.wheel.as_uri()}")
     venv.staticsem("index", "build", venv.model, "docs.txt", "--out", "index")
     done = venv.staticsem("search", "index", "the queen and the king", "-k", "1", "--mode", "dense")
     assert "the king and the queen" in done.stdout
