@@ -3,6 +3,8 @@
 # any other torch requirement would make pip pull a multi-GB CUDA build. The rest is installed by uv (from
 # PyPI, with the versions of scripts/constraints.txt; torch stays the one installed), which fetches and
 # unpacks in parallel: the set-up's longest step took 2:40 with pip and takes well under a minute with uv.
+# uv then compiles every module of the venv (torch's too) to bytecode on every core: left to the first
+# import, each test process would compile the same modules at once.
 # Debian's packages (the embedded corpus and the browser for the playground's tests) install meanwhile,
 # where apt-get can. Each step's time is printed.
 set -euo pipefail
@@ -43,11 +45,11 @@ apt=$!
 if [ ! -x .venv/bin/python ]; then
     "${PYTHON:-python3}" -m venv .venv
 fi
-quiet .venv/bin/python -m pip install -q "torch==2.13.0" "uv==0.13.9"
+quiet .venv/bin/python -m pip install -q --no-compile "torch==2.13.0" "uv==0.13.9"
 step "torch 2.13.0 and uv"
 # the versions the published figures were built with (a model records them; see constraints.txt)
 .venv/bin/python -m uv pip install --quiet --python .venv/bin/python \
-    -c scripts/constraints.txt -e ".[distill,eval,search,serve,dev,ray]"
+    --compile-bytecode -c scripts/constraints.txt -e ".[distill,eval,search,serve,dev,ray]"
 step "staticsem and its extras"
 wait "$apt" || true
 cat "$notes"
