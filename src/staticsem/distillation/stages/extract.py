@@ -182,12 +182,15 @@ class _Pass:
         teacher: Any,
         index: dict[str, int],
         lowercase: bool,
-        splitter: WordSplitter,
+        splitter: WordSplitter | None,
         layer: int | None,
-        preparer: Any | None,
     ) -> None:
-        self.teacher, self.index, self.lowercase, self.splitter = teacher, index, lowercase, splitter
-        self.layer, self.preparer = layer, preparer
+        self.splitter = splitter or WordSplitter()
+        self.teacher, self.index, self.lowercase, self.layer = teacher, index, lowercase, layer
+        # a real teacher's batch preparer for the vocabulary (a teacher that tokenises itself in
+        # ``forward``, such as the tests' fake, has none)
+        make: Callable[..., Any] | None = getattr(teacher, "preparer", None)
+        self.preparer = None if make is None else make(list(index), lowercase, self.splitter)
 
     def __call__(self, batch: _Batch, sums: torch.Tensor, counts: torch.Tensor) -> dict[str, np.ndarray]:
         """The batch's per-sentence outputs (its word states added to ``sums``/``counts``); a GPU out of
@@ -349,22 +352,8 @@ def accumulate(
 ) -> dict[str, np.ndarray]:
     """One teacher pass over ``texts``: add their words' states to ``sums``/``counts``; return the
     per-sentence outputs (``PER_SENTENCE``) of ``texts``."""
-    run = _Pass(
-        teacher,
-        index,
-        lowercase,
-        splitter or WordSplitter(),
-        layer,
-        _preparer(teacher, index, lowercase, splitter),
-    )
+    run = _Pass(teacher, index, lowercase, splitter, layer)
     return run(_Batch(np.arange(len(texts)), list(texts)), sums, counts)
-
-
-def _preparer(teacher: Any, index: dict[str, int], lowercase: bool, splitter: WordSplitter | None) -> Any:
-    """A real teacher's batch preparer for the vocabulary ``index`` (a teacher that tokenises itself in
-    ``forward``, such as the tests' fake, has none)."""
-    make: Callable[..., Any] | None = getattr(teacher, "preparer", None)
-    return None if make is None else make(list(index), lowercase, splitter or WordSplitter())
 
 
 def extract_shard(
@@ -379,14 +368,7 @@ def extract_shard(
     and the per-sentence outputs in batch order (what a scale-out worker returns)."""
     device = getattr(teacher, "device", "cpu")
     sums, counts = zero_sums(len(index), teacher.hidden_size, device)
-    run = _Pass(
-        teacher,
-        index,
-        lowercase,
-        splitter or WordSplitter(),
-        layer,
-        _preparer(teacher, index, lowercase, splitter),
-    )
+    run = _Pass(teacher, index, lowercase, splitter, layer)
     starts = np.cumsum([0] + [len(b) for b in batches])
     found = []
     with ahead(
@@ -438,7 +420,7 @@ def extract(
     if saved is not None:
         sums, counts, arrays, done = saved
         sums, counts, rows = sums.to(device), counts.to(device), SentenceRows(len(sentences), arrays)
-    run = _Pass(teacher, index, lowercase, splitter, layer, _preparer(teacher, index, lowercase, splitter))
+    run = _Pass(teacher, index, lowercase, splitter, layer)
     last_save = time.monotonic()
     progress = tqdm(
         total=len(sentences),
