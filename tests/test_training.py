@@ -8,6 +8,7 @@ import gzip
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,6 +24,21 @@ from staticsem.distillation.stages.pairs import Anchor, Ranking, train_pairs
 from staticsem.distillation.stages.pairs_settings import PairsSettings
 from staticsem.distillation.stages.training import Objective, train_table
 from staticsem.errors import InputError, StaticsemError
+
+
+def interrupt_after(monkeypatch: pytest.MonkeyPatch, objective: type[Objective], calls: int) -> Any:
+    """``objective``'s loss raises ``KeyboardInterrupt`` after ``calls`` calls; returns the real loss."""
+    real, made = objective.loss, []
+
+    def stopping(self: Objective, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
+        made.append(1)
+        if len(made) > calls:
+            raise KeyboardInterrupt
+        return real(self, table, rows, sparse)
+
+    monkeypatch.setattr(objective, "loss", stopping)
+    return real
+
 
 LOOP = KDSettings(batch_size=32, eval_every=5, patience=100, max_steps=40, dev_size=40, lr=0.02)
 TRAINING_LOG = "staticsem.distillation.stages.training"
@@ -172,15 +188,7 @@ def test_an_interrupted_distillation_rerun_with_other_settings_starts_over(
             work_dir=tmp_path / work,
         ).run(dtype="float32")  # fmt: skip
 
-    real, calls = Distillation.loss, []
-
-    def stopping(self: Distillation, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
-        calls.append(1)
-        if len(calls) > 23:
-            raise KeyboardInterrupt
-        return real(self, table, rows, sparse)
-
-    monkeypatch.setattr(Distillation, "loss", stopping)
+    real = interrupt_after(monkeypatch, Distillation, 23)
     with pytest.raises(KeyboardInterrupt):
         build("a", 1e-2, ".shared.work")
     assert (tmp_path / ".shared.work" / "kd.partial.safetensors").is_file()
@@ -207,15 +215,7 @@ def test_the_pairs_checkpoint_resumes_only_the_same_anchor(
     )  # fmt: skip
     work = tmp_path / "work"
     work.mkdir()
-    real, calls = Ranking.loss, []
-
-    def stopping(self: Ranking, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
-        calls.append(1)
-        if len(calls) > 23:
-            raise KeyboardInterrupt
-        return real(self, table, rows, sparse)
-
-    monkeypatch.setattr(Ranking, "loss", stopping)
+    real = interrupt_after(monkeypatch, Ranking, 23)
     with pytest.raises(KeyboardInterrupt):
         train_pairs(model, pairs, settings, first, work, False, save_every=0)
     assert (work / "pairs-training.safetensors").is_file()
