@@ -29,3 +29,9 @@ def slow_sum(state: dict[str, Any], message: Message) -> Message:
         time.sleep(0.01)
     x = message.arrays.get("x", np.arange(count))
     return Message({"sum": int(state["scale"] * x.sum())})
+
+
+def stamp(state: Any, message: Message) -> Message:
+    """Sleep ``sleep`` seconds, then say when (the system's monotonic clock) and in which process."""
+    time.sleep(message.meta.get("sleep", 0))
+    return Message({"at": time.monotonic(), "pid": os.getpid()})

@@ -180,12 +180,18 @@ def test_workers_and_a_thread_make_the_same_batches_and_the_same_sums(
         setup="staticsem.distillation.teachers.batches:setup",
         workers=2,
     ) as pool:
-        from staticsem.distillation.workers import Message
+        from staticsem.distillation.teachers.batches import request
 
-        [message] = list(pool.map([Message({"texts": corpus[:40]}, {"rows": np.arange(40)})]))
+        texts = [*corpus[:38], "naïve café — 東京 ✓", ""]  # any text crosses whole
+        here = preparer(texts, np.arange(40))
+        [message] = list(pool.map([request(texts, np.arange(40))]))
     there = Prepared.from_message(message)
-    for name in Prepared.ARRAYS:
+    for name in Prepared.ARRAYS:  # int32 through the pipe, int64 again on arrival
         np.testing.assert_array_equal(getattr(there, name), getattr(here, name), err_msg=name)
+        assert getattr(there, name).dtype == getattr(here, name).dtype, name
+    assert {k: (v.dtype, v.tolist()) for k, v in there.inputs.items()} == {
+        k: (v.dtype, v.tolist()) for k, v in here.inputs.items()
+    }
     one = extract(teacher, corpus, vocab, lowercase=True, batch_size=16, show_progress=False, workers=1)
     two = extract(teacher, corpus, vocab, lowercase=True, batch_size=16, show_progress=False, workers=2)
     np.testing.assert_array_equal(one.sums, two.sums)
@@ -294,3 +300,42 @@ def test_a_device_and_precision_that_cannot_run_are_refused_in_one_line(tmp_path
         "fp32",
     )
     assert resolve_runtime("ray-gpu", "auto").precision == "fp16"  # GPU replicas: torch at fp16
+
+
+def test_a_teacher_saved_in_half_precision_runs_at_the_precision_asked(
+    tmp_path: Path, tiny_teacher: Path
+) -> None:
+    """Hub folders often hold fp16 weights, which transformers loads as fp16: fp32 (and the ONNX backends,
+    exported from fp32) must still run in fp32, and fp16/bf16 in theirs."""
+    from sentence_transformers import SentenceTransformer
+
+    half = tmp_path / "half"
+    SentenceTransformer(str(tiny_teacher), device="cpu").to(torch.float16).save(str(half))
+    dtypes = {p: Teacher(str(half), precision=p).transformer.dtype for p in ("fp32", "fp16", "bf16")}
+    assert dtypes == {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    onnx = Teacher(str(half), backend="onnx", cache=tmp_path / "onnx")
+    assert onnx.transformer.dtype == torch.float32
+    states = onnx.forward(TEXTS[:3]).states
+    assert states.dtype == torch.float32 and torch.isfinite(states).all()
+
+
+def test_the_staging_buffers_are_reused_and_each_batch_arrives_whole() -> None:
+    """A GPU teacher's inputs go through one reused (page-locked) buffer per input name, not a fresh pinned
+    tensor per batch; what arrives is each batch's own copy, untouched by the batches after it. On the CPU
+    through the same function (pinning off)."""
+    from staticsem.distillation.teachers.teacher import Staging
+
+    staging = Staging(torch.device("cpu"), pin=False)
+    rng = np.random.default_rng(0)
+    sent, batches = [], [rng.integers(0, 30_000, (b, t)) for b, t in ((64, 40), (32, 9), (300, 300), (5, 7))]
+    for batch in batches:
+        sent.append(staging.send("input_ids", batch))
+        sent.append(staging.send("attention_mask", batch > 15_000))
+    for number, batch in enumerate(batches):
+        np.testing.assert_array_equal(sent[2 * number].numpy(), batch)
+        np.testing.assert_array_equal(sent[2 * number + 1].numpy(), batch > 15_000)
+    assert sent[0].dtype == torch.int64 and sent[1].dtype == torch.bool
+    buffer = staging.buffers["input_ids"]
+    assert buffer.numel() >= 300 * 300 * 8  # grown once for the largest batch, then kept
+    staging.send("input_ids", batches[1])
+    assert staging.buffers["input_ids"].data_ptr() == buffer.data_ptr()

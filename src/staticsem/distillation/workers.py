@@ -5,10 +5,11 @@ A message is JSON-able ``meta`` plus named numpy ``arrays`` and ``bytes`` blobs,
 pipes (a length-prefixed JSON header, then the raw buffers): nothing is pickled. Each child imports only the
 job's module (never the parent's ``__main__``, as ``multiprocessing``'s spawn would: impossible for a program
 read from stdin, and a re-run of a script without a ``__main__`` guard), calls its ``setup(params)`` once and
-then ``job(state, message)`` for every message it gets. Message ``i`` goes to child ``i % workers`` and a
-thread per child reads its results, so the parent never blocks on a full pipe. An error in a job comes back
-as the same one-line error; a child that dies is an error naming it. With one worker (or where no Python
-executable can be started) the job runs in this process: the same functions, no children.
+then ``job(state, message)`` for every message it gets. Message ``i`` goes to child ``i % workers``; a
+thread per child writes its messages and another reads its results, so the parent never blocks on a full
+pipe. An error in a job comes back as the same one-line error; a child that dies is an error naming it.
+With one worker (or where no Python executable can be started) the job runs in this process: the same
+functions, no children.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from staticsem.errors import InputError, StaticsemError
 
 logger = logging.getLogger(__name__)
 AHEAD = 3  # messages in flight per child
+PIPE_BYTES = 1 << 20  # a child's pipes' capacity (Linux allows 1 MiB to any process by default)
 _BOOT = (
     "import json, sys; boot = json.loads(sys.stdin.buffer.readline()); sys.path[:] = boot['path']; "
     "from staticsem.distillation.workers import serve; serve(boot)"
@@ -162,20 +164,48 @@ def python_executable() -> str | None:
 
 
 # ------------------------------------------------------------------ the parent
+def _widen(pipe: IO[bytes]) -> None:
+    """Let ``pipe`` hold ``PIPE_BYTES`` (Linux; elsewhere as it is): a batch crosses in a few reads, not in
+    one per 64 KiB, each waiting for the interpreter lock that the parent's main thread holds."""
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        import fcntl
+
+        fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+
+
 class _Child:
-    """One child process and the thread that reads its results into a queue."""
+    """One child process, the thread that writes its messages (a pipe holds 64 KiB: a busy child must never
+    hold up the parent, which feeds the others meanwhile) and the thread that reads its results."""
 
     def __init__(self, python: str, boot: dict[str, Any]) -> None:
+        # the processes are the parallelism: each child's tokenizers run on one thread unless told otherwise
+        env = {"RAYON_NUM_THREADS": "1", **os.environ}
         self.process = subprocess.Popen(
-            [python, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1 << 20
+            [python, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1 << 20, env=env
         )
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin, self.stdout = self.process.stdin, self.process.stdout
+        for pipe in (self.stdin, self.stdout):
+            _widen(pipe)
         self.results: queues.Queue[tuple[Message, dict[str, str] | None] | None] = queues.Queue()
+        self.outbox: queues.Queue[Message | None] = queues.Queue()
         self.stdin.write(json.dumps(boot).encode() + b"\n")
         self.stdin.flush()
         self.reader = threading.Thread(target=self._read, daemon=True)
+        self.writer = threading.Thread(target=self._write, daemon=True)
         self.reader.start()
+        self.writer.start()
+
+    def send(self, message: Message) -> None:
+        """Queue ``message`` for the child (written by the writer thread)."""
+        self.outbox.put(message)
+
+    def _write(self) -> None:
+        while (message := self.outbox.get()) is not None:
+            try:
+                write_message(self.stdin, message)
+            except (OSError, ValueError):  # the child stopped: its reader reports it
+                return
 
     def _read(self) -> None:
         while True:
@@ -199,6 +229,8 @@ class _Child:
         """End the process: at the end of its input, or (``now``) at once."""
         if now:
             self.process.kill()
+        self.outbox.put(None)  # after what is queued, unless the child is gone
+        self.writer.join(timeout=10)
         with contextlib.suppress(OSError):
             self.stdin.close()
         try:
@@ -249,7 +281,7 @@ class Pool:
         try:
             for count, message in enumerate(messages):
                 child = self.children[count % len(self.children)]
-                write_message(child.stdin, message)
+                child.send(message)
                 sent.append(child)
                 if len(sent) >= AHEAD * len(self.children):
                     yield sent.popleft().result()

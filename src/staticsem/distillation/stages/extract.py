@@ -34,7 +34,7 @@ from safetensors.numpy import load_file
 from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import fingerprint
-from staticsem.distillation.teachers.batches import Prepared, occurrences
+from staticsem.distillation.teachers.batches import Prepared, occurrences, request
 from staticsem.distillation.workers import Message, Pool
 from staticsem.io.atomic import save_tensors
 from staticsem.text import BUILTIN_SPLITTERS, WordSplitter
@@ -264,7 +264,7 @@ def ahead(planned: Iterator[_Batch], run: _Pass, workers: int) -> Iterator[Itera
         def messages() -> Iterator[Message]:
             for batch in planned:
                 batches.append(batch)
-                yield Message({"texts": batch.texts}, {"rows": batch.rows})
+                yield request(batch.texts, batch.rows)
 
         for message in pool.map(messages()):
             batch = batches.pop(0)

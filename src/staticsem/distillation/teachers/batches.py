@@ -91,19 +91,32 @@ class Prepared(Encoded):
     )  # each token's occurrence
     words: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # each occurrence's word row
 
-    ARRAYS = ("own", "offsets", "rows", "positions", "occurrence_of", "words")
+    # what crosses from a worker process: all the reduction reads (not the offsets, used up in locating the
+    # words), the integers as int32 when they fit (half the bytes through the pipe), int64 again on arrival
+    ARRAYS = ("own", "rows", "positions", "occurrence_of", "words")
 
     def message(self) -> Message:
         """As a worker's message."""
         arrays = {name: getattr(self, name) for name in self.ARRAYS}
-        return Message(
-            {"names": list(self.inputs)}, {**arrays, **{f"in.{k}": v for k, v in self.inputs.items()}}
-        )
+        arrays |= {f"in.{k}": v for k, v in self.inputs.items()}
+        return Message({"names": list(self.inputs)}, {k: _narrow(v) for k, v in arrays.items()})
 
     @classmethod
     def from_message(cls, message: Message) -> Prepared:
-        inputs = {name: message.arrays[f"in.{name}"] for name in message.meta["names"]}
-        return cls(inputs, **{name: message.arrays[name] for name in cls.ARRAYS})
+        arrays = {k: _widen(v) for k, v in message.arrays.items()}
+        inputs = {name: arrays[f"in.{name}"] for name in message.meta["names"]}
+        empty = np.zeros((len(arrays["rows"]), 0, 2), np.int64)
+        return cls(inputs, offsets=empty, **{name: arrays[name] for name in cls.ARRAYS})
+
+
+def _narrow(array: np.ndarray) -> np.ndarray:
+    if array.dtype != np.int64 or (array.size and not -(2**31) <= array.min() <= array.max() < 2**31):
+        return array
+    return array.astype(np.int32)
+
+
+def _widen(array: np.ndarray) -> np.ndarray:
+    return array.astype(np.int64) if array.dtype == np.int32 else array
 
 
 def trim_offsets(texts: Sequence[str], offsets: np.ndarray) -> np.ndarray:
@@ -218,6 +231,16 @@ def setup(params: dict[str, Any]) -> Preparer:
     )
 
 
+def request(texts: Sequence[str], rows: np.ndarray) -> Message:
+    """A batch for a worker: ``texts`` as one UTF-8 blob and their byte lengths (not JSON, whose encoding
+    holds the parent's interpreter lock about 12 µs a sentence), numbered ``rows``."""
+    encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
+    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    return Message({}, {"rows": np.asarray(rows, np.int64), "lengths": lengths}, {"texts": b"".join(encoded)})
+
+
 def job(preparer: Preparer, message: Message) -> Message:
-    """A worker's batch: ``texts`` (meta) numbered ``rows`` (array) → the prepared batch."""
-    return preparer(message.meta["texts"], message.arrays["rows"]).message()
+    """A worker's batch (``request``) → the prepared batch."""
+    blob, ends = message.blobs["texts"], np.cumsum(message.arrays["lengths"]).tolist()
+    texts = [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    return preparer(texts, message.arrays["rows"]).message()
