@@ -201,12 +201,13 @@ class Bench:
         return timed(extract, teacher, sentences, self.words, **common)
 
 
-def peer(bench: Bench, folder: str | None = None, key: str = "st_encode") -> None:
-    """sentence-transformers' own encode on the same GPU and sentences."""
+def peer(bench: Bench, folder: str | None = None, key: str = "st_encode", count: int | None = None) -> None:
+    """sentence-transformers' own encode on the same GPU and the first ``count`` sentences (default
+    ``--peer-sentences``)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
-    sentences = bench.sentences[: bench.args.peer_sentences]
+    sentences = bench.sentences[: count or bench.args.peer_sentences]
     dtypes = {"fp16": torch.float16, "fp32": torch.float32}
     for precision, dtype in ((p, dtypes[p]) for p in bench.args.peer_precisions.split(",")):
         model = SentenceTransformer(folder or bench.teacher_path, device=bench.device)
@@ -323,12 +324,7 @@ def me5(bench: Bench) -> None:
     pooling = models.Pooling(384, "mean")
     SentenceTransformer(modules=[transformer, pooling, models.Normalize()], device="cpu").save(str(folder))
     sentences = bench.sentences[: bench.args.me5_sentences]
-    saved = bench.args.peer_sentences
-    bench.args.peer_sentences = len(sentences)
-    try:
-        peer(bench, str(folder), "me5_st_encode")
-    finally:
-        bench.args.peer_sentences = saved
+    peer(bench, str(folder), "me5_st_encode", len(sentences))
     teacher = Teacher(str(folder), device=bench.device, backend="torch", precision="fp16")
     seconds, _ = bench.extract(teacher, sentences)
     rate = len(sentences) / seconds

@@ -217,7 +217,7 @@ def test_a_busy_worker_does_not_hold_up_the_others() -> None:
         if sys.platform == "linux":  # pipes widened: a batch crosses in a few reads (F_GETPIPE_SZ)
             import fcntl
 
-            assert fcntl.fcntl(pool.children[0].stdout.fileno(), 1032) == workers.PIPE_BYTES
+            assert fcntl.fcntl(pool.children[0].stdout.fileno(), fcntl.F_GETPIPE_SZ) == workers.PIPE_BYTES
     assert got[0]["at"] - started >= 1.5 and got[0]["pid"] != got[3]["pid"]
     assert got[3]["at"] < got[0]["at"] - 0.5, "the other child waited for the busy one"
 

@@ -25,7 +25,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -80,6 +80,19 @@ def resolve(name: str) -> Callable[..., Any]:
 
 
 # ------------------------------------------------------------------ framing
+def join_bytes(items: Sequence[bytes]) -> tuple[bytes, np.ndarray]:
+    """``items`` as one blob and the ``len(items) + 1`` offsets where each starts (the last: the end)."""
+    starts = np.zeros(len(items) + 1, np.int64)
+    np.cumsum([len(item) for item in items], out=starts[1:])
+    return b"".join(items), starts
+
+
+def split_bytes(blob: bytes, starts: np.ndarray) -> list[bytes]:
+    """The items ``join_bytes`` joined."""
+    bounds = starts.tolist()
+    return [blob[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 def write_message(out: IO[bytes], message: Message, error: dict[str, str] | None = None) -> None:
     """One frame: the header's length and JSON (meta, array dtypes and shapes, blob names), then buffers."""
     arrays = {name: np.ascontiguousarray(array) for name, array in message.arrays.items()}
@@ -164,13 +177,13 @@ def python_executable() -> str | None:
 
 
 # ------------------------------------------------------------------ the parent
-def _widen(pipe: IO[bytes]) -> None:
+def _widen_pipe(pipe: IO[bytes]) -> None:
     """Let ``pipe`` hold ``PIPE_BYTES`` (Linux; elsewhere as it is): a batch crosses in a few reads, not in
     one per 64 KiB, each waiting for the interpreter lock that the parent's main thread holds."""
-    with contextlib.suppress(OSError, AttributeError, ValueError):
+    with contextlib.suppress(ImportError, AttributeError, OSError):  # no fcntl, no F_SETPIPE_SZ, refused
         import fcntl
 
-        fcntl.fcntl(pipe.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
+        fcntl.fcntl(pipe.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
 
 
 class _Child:
@@ -186,7 +199,7 @@ class _Child:
         assert self.process.stdin is not None and self.process.stdout is not None
         self.stdin, self.stdout = self.process.stdin, self.process.stdout
         for pipe in (self.stdin, self.stdout):
-            _widen(pipe)
+            _widen_pipe(pipe)
         self.results: queues.Queue[tuple[Message, dict[str, str] | None] | None] = queues.Queue()
         self.outbox: queues.Queue[Message | None] = queues.Queue()
         self.stdin.write(json.dumps(boot).encode() + b"\n")

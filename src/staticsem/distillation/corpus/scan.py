@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from staticsem.distillation.corpus.reading import EMBEDDED, CorpusOptions, _identifier, _raw_lines, untag
-from staticsem.distillation.workers import Message, Pool
+from staticsem.distillation.workers import Message, Pool, join_bytes, split_bytes
 from staticsem.errors import InputError
 from staticsem.lines import json_record
 from staticsem.text import word_count
@@ -124,9 +124,9 @@ def _texts(message: Message, text_field: str) -> tuple[list[str], np.ndarray]:
     name, jsonl = message.meta["name"], message.meta["jsonl"]
     texts: list[str] = []
     bad: list[int] = []
-    for start, end, number in zip(starts[:-1].tolist(), starts[1:].tolist(), numbers.tolist(), strict=True):
+    for line, number in zip(split_bytes(blob, starts), numbers.tolist(), strict=True):
         try:
-            text = blob[start:end].decode("utf-8")
+            text = line.decode("utf-8")
         except UnicodeDecodeError:
             bad.append(number)
             continue
@@ -180,12 +180,9 @@ def _messages(sources: Sequence[str], text_field: str) -> Iterator[Message]:
 def _lines(
     source: int, name: str, jsonl: bool, raws: list[bytes], numbers: list[int], last: bool = False
 ) -> Message:
-    starts = np.zeros(len(raws) + 1, np.int64)
-    np.cumsum([len(raw) for raw in raws], out=starts[1:])
+    blob, starts = join_bytes(raws)
     meta = {"source": source, "name": name, "jsonl": jsonl, **({"last": True} if last else {})}
-    return Message(
-        meta, {"starts": starts, "numbers": np.asarray(numbers, np.int64)}, {"lines": b"".join(raws)}
-    )
+    return Message(meta, {"starts": starts, "numbers": np.asarray(numbers, np.int64)}, {"lines": blob})
 
 
 class _Order:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from staticsem.distillation.workers import Message
+from staticsem.distillation.workers import Message, join_bytes, split_bytes
 from staticsem.text import WordSplitter, containing_span, make_splitter
 
 _SPACES = re.compile(r"\s+")  # str.isspace() characters, as sre matches \s in str patterns
@@ -232,15 +232,14 @@ def setup(params: dict[str, Any]) -> Preparer:
 
 
 def request(texts: Sequence[str], rows: np.ndarray) -> Message:
-    """A batch for a worker: ``texts`` as one UTF-8 blob and their byte lengths (not JSON, whose encoding
+    """A batch for a worker: ``texts`` as one UTF-8 blob and where each starts (not JSON, whose encoding
     holds the parent's interpreter lock about 12 µs a sentence), numbered ``rows``."""
-    encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
-    lengths = np.fromiter(map(len, encoded), np.int64, len(encoded))
-    return Message({}, {"rows": np.asarray(rows, np.int64), "lengths": lengths}, {"texts": b"".join(encoded)})
+    blob, starts = join_bytes([text.encode("utf-8", "surrogatepass") for text in texts])
+    return Message({}, {"rows": np.asarray(rows, np.int64), "starts": starts}, {"texts": blob})
 
 
 def job(preparer: Preparer, message: Message) -> Message:
     """A worker's batch (``request``) → the prepared batch."""
-    blob, ends = message.blobs["texts"], np.cumsum(message.arrays["lengths"]).tolist()
-    texts = [blob[a:b].decode("utf-8", "surrogatepass") for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    parts = split_bytes(message.blobs["texts"], message.arrays["starts"])
+    texts = [part.decode("utf-8", "surrogatepass") for part in parts]
     return preparer(texts, message.arrays["rows"]).message()
