@@ -1,4 +1,7 @@
 .PHONY: setup demo test lint
+# Python writes each module's bytecode at its first import, for the processes after it (tests, Ray workers,
+# the CLI's runs): set, PYTHONDONTWRITEBYTECODE makes each of them compile torch again
+unexport PYTHONDONTWRITEBYTECODE
 
 setup:
 	bash scripts/setup.sh
