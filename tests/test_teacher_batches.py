@@ -242,6 +242,33 @@ def test_token_budget_plans_sort_by_tokens_and_keep_each_batch_within_the_budget
     ]
 
 
+def test_cpu_plans_sort_by_the_teachers_token_count_not_by_characters(teachers: dict[str, Teacher]) -> None:
+    """On the CPU (no token budget) a batch is ``batch_size`` sentences of like token counts: long words of
+    few characters and short texts of many tokens do not share a batch, so less is padded."""
+    teacher = teachers["plain"]
+    # whole words of its vocabulary are one token each, unknown ones a token a letter
+    texts = [
+        "kitten puppy kitten puppy",
+        "xqz vjk",
+        "dog cat dog cat dog",
+        "qzx jvk wx",
+        "court judge money",
+        "zq",
+    ]
+    tokens = teacher.token_counts(texts)
+    plan = plan_batches(teacher, texts, 2)
+    assert [len(b) for b in plan] == [2, 2, 2]
+    order = np.concatenate(plan)
+    assert sorted(order.tolist()) == list(range(len(texts)))
+    assert (np.diff(tokens[order]) >= 0).all()
+
+    def padded(batches: list[np.ndarray]) -> int:
+        return sum(len(b) * int(tokens[b].max()) for b in batches)
+
+    assert padded(plan) < padded(length_batches(texts, 2))
+    assert extract_module.plan_key(plan) != extract_module.plan_key(length_batches(texts, 2))
+
+
 def test_a_partial_of_another_plan_is_not_resumed(
     teachers: dict[str, Teacher], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
