@@ -174,11 +174,10 @@ def agreement(before: Any, now: Any) -> dict[str, Any]:
     """How far the two extractions are apart: their batches differ (token counts against characters), so
     the int8 teacher's per-batch activation scales do and the arrays agree to rounding, not bit for bit."""
 
+    from staticsem.quantize import row_cosines
+
     def worst_cosine(a: np.ndarray, b: np.ndarray) -> float:
-        a, b = a.astype(np.float64), b.astype(np.float64)
-        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
-        keep = norms > 0
-        return float(((a * b).sum(1)[keep] / norms[keep]).min())
+        return float(row_cosines(a, b).min())
 
     seen = before["counts"] > 0
     return {

@@ -335,6 +335,7 @@ def quality(bench: Bench) -> None:
     """The first ``--quality-sentences`` extracted in fp32, fp16 and bf16: per-word cosines to fp32, and the
     first 20,000 words' vectors saved beside ``--output``."""
     from staticsem.distillation.teachers.teacher import Teacher
+    from staticsem.quantize import row_cosines
 
     sentences = bench.sentences[: bench.args.quality_sentences]
     vectors: dict[str, np.ndarray] = {}
@@ -348,8 +349,7 @@ def quality(bench: Bench) -> None:
             np.save(bench.args.output.parent / "quality-counts.npy", result.counts[:QUALITY_WORDS])
         seen = result.counts[:QUALITY_WORDS] > 0
     for precision in ("fp16", "bf16"):
-        a, b = vectors[precision][seen], vectors["fp32"][seen]
-        cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        cosine = row_cosines(vectors["fp32"][seen], vectors[precision][seen])
         bench.results[f"quality_{precision}_cosine_to_fp32"] = {
             "mean": float(cosine.mean()),
             "min": float(cosine.min()),
