@@ -127,6 +127,33 @@ def test_train_pairs_without_a_dev_split_learns_and_says_so(model: StaticModel, 
     assert np.abs(trained.encode_query(pairs.queries[:50]) - start).max() > 0.02
 
 
+def test_training_returns_the_table_of_the_best_dev_loss_not_the_last(model: StaticModel) -> None:
+    """The kept table is held in place (copied into, not cloned): it must stay the best evaluation's table
+    while training goes on moving the trained one."""
+
+    class Recording(Stopping):
+        def __init__(self, inner: Objective) -> None:
+            super().__init__(inner)
+            self.scores: list[float] = []
+            self.dev: list[np.ndarray] = []
+
+        def batch_losses(self, table: torch.Tensor, batches) -> list[float]:  # type: ignore[no-untyped-def]
+            losses = super().batch_losses(table, batches)
+            self.scores.append(float(np.mean(losses)))
+            self.dev = list(batches)
+            return losses
+
+    objective = Recording(ranking(model))
+    settings = replace(LOOP, lr=0.3, max_steps=60)  # a rate too high: the dev loss falls, then climbs
+    trained, stats = train_table(model, [objective], settings, False)
+    best = min(objective.scores)
+    assert objective.scores[-1] > best + 1e-3 and best < objective.scores[0]  # the last is not the best
+    assert stats["dev_loss_best"] == pytest.approx(best, abs=1e-9)
+    with torch.no_grad():
+        kept = objective.inner.batch_losses(torch.from_numpy(trained.vectors), objective.dev)
+    assert float(np.mean(kept)) == pytest.approx(best, abs=1e-5)
+
+
 def test_a_dev_loss_that_is_not_a_number_is_an_error(model: StaticModel) -> None:
     diverging = Stopping(ranking(model), nan_from=3)
     with pytest.raises(StaticsemError, match="training diverged: the dev loss is nan at step 10"):
