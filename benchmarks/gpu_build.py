@@ -223,7 +223,7 @@ def stage1(bench: Bench) -> None:
     """staticsem's stage-1 pass in fp16 and bf16, and the fp16 forward alone on ready batches."""
     import torch
 
-    from staticsem.distillation.stages.extract import plan_batches
+    from staticsem.distillation.stages.plans import plan_batches
     from staticsem.distillation.teachers.teacher import Teacher
     from staticsem.text import WordSplitter
 
@@ -262,7 +262,7 @@ def forward_all(teacher: Any, ready: list[Any]) -> None:
 
 def preparers(bench: Bench) -> None:
     """The batches made ready by the worker processes alone (no teacher): the host's ceiling."""
-    from staticsem.distillation.stages.extract import plan_batches
+    from staticsem.distillation.stages.plans import plan_batches
     from staticsem.distillation.teachers.teacher import Teacher
     from staticsem.distillation.workers import Message, Pool
     from staticsem.text import WordSplitter

@@ -59,7 +59,8 @@ def throughput(
     teachers: dict[str, Any], sample: list[str], words: list[str], rounds: int
 ) -> dict[str, dict[str, float]]:
     """Best-of-rounds sentences/s of extraction and of bare teacher passes, backends taking turns."""
-    from staticsem.distillation.stages.extract import extract, length_batches
+    from staticsem.distillation.stages.extract import extract
+    from staticsem.distillation.stages.plans import length_batches
 
     batches = [[sample[i] for i in b] for b in length_batches(sample, 64)]
     best: dict[str, dict[str, float]] = {name: {"extract": 0.0, "passes": 0.0} for name in teachers}
@@ -87,7 +88,7 @@ def throughput(
 
 def agreement(teachers: dict[str, Any], sample: list[str]) -> dict[str, dict[str, float]]:
     """Per-token state and sentence-embedding cosines of each backend against torch."""
-    from staticsem.distillation.stages.extract import length_batches
+    from staticsem.distillation.stages.plans import length_batches
 
     cosines: dict[str, dict[str, list[np.ndarray]]] = {n: {"token": [], "sentence": []} for n in teachers}
     for chosen in length_batches(sample, 64):

@@ -171,7 +171,8 @@ def test_interrupted_extraction_resumes(corpus_dir: Path, clean: Path, subword_t
 
 
 def test_a_pass_keeps_each_sentence_s_plain_token_mean() -> None:
-    from staticsem.distillation.stages.extract import accumulate, zero_sums
+    from staticsem.distillation.stages.extract import accumulate
+    from staticsem.distillation.stages.passes import zero_sums
     from staticsem.distillation.teachers.teacher import TeacherBatch
 
     class Stub:

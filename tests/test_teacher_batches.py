@@ -1,7 +1,7 @@
-"""The extraction pipeline (``teachers.batches``, ``stages.extract``): batches made ready ahead tokenise as
-the teacher's own tokenizer does, the per-word reduction on the teacher's device sums each occurrence once,
-worker processes and a thread give the same sums to the bit, a GPU's out-of-memory halves the batch, and the
-plans.
+"""The extraction pipeline (``teachers.batches``, ``stages.passes``, ``stages.extract``): batches made ready
+ahead tokenise as the teacher's own tokenizer does, the per-word reduction on the teacher's device sums each
+occurrence once, worker processes and a thread give the same sums to the bit, a GPU's out-of-memory halves
+the batch, and the plans (``stages.plans``: stage 1's and X2Static's contexts').
 
 The device path is tested here on the CPU through the same functions (the device is a parameter); the meta
 device checks that nothing the reduction or the training reads is left behind on the host."""
@@ -16,16 +16,10 @@ import pytest
 import torch
 
 from fakes import FakeTeacher, write_corpus
-from staticsem.distillation.stages import extract as extract_module
-from staticsem.distillation.stages.extract import (
-    extract,
-    length_batches,
-    plan_batches,
-    reduce_batch,
-    token_batches,
-    zero_sums,
-)
+from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Distillation, Regression
+from staticsem.distillation.stages.passes import reduce_batch, zero_sums
+from staticsem.distillation.stages.plans import length_batches, plan_batches, plan_key, token_batches
 from staticsem.distillation.teachers.batches import Prepared, trim_offsets
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.distillation.workers import Pool
@@ -219,7 +213,7 @@ def test_a_batch_out_of_gpu_memory_is_halved_and_retried(
     vocab = ["the", "cat", "dog", "a", "tax", "law", "music", "song", "of", "and"]
     crowded = Crowded(str(tiny_teacher), backend="torch")
     roomy = Teacher(str(tiny_teacher), backend="torch")
-    with caplog.at_level(logging.WARNING, logger="staticsem.distillation.stages.extract"):
+    with caplog.at_level(logging.WARNING, logger="staticsem.distillation.stages.passes"):
         got = extract(crowded, corpus, vocab, lowercase=True, batch_size=16, show_progress=False)
     assert "the GPU ran out of memory on a batch of 16 sentences: halving it and retrying" in caplog.text
     want = extract(roomy, corpus, vocab, lowercase=True, batch_size=4, show_progress=False)
@@ -266,7 +260,7 @@ def test_cpu_plans_sort_by_the_teachers_token_count_not_by_characters(teachers: 
         return sum(len(b) * int(tokens[b].max()) for b in batches)
 
     assert padded(plan) < padded(length_batches(texts, 2))
-    assert extract_module.plan_key(plan) != extract_module.plan_key(length_batches(texts, 2))
+    assert plan_key(plan) != plan_key(length_batches(texts, 2))
 
 
 def test_a_partial_of_another_plan_is_not_resumed(
@@ -286,9 +280,7 @@ def test_a_partial_of_another_plan_is_not_resumed(
         )
     assert "made with other batches (another device): stage 1 starts over" in caplog.text
     np.testing.assert_array_equal(other.counts, whole.counts)
-    assert extract_module.plan_key(
-        token_batches(teacher.token_counts(corpus), 200)
-    ) != extract_module.plan_key(length_batches(corpus, 8))
+    assert plan_key(token_batches(teacher.token_counts(corpus), 200)) != plan_key(length_batches(corpus, 8))
 
 
 # ---------------------------------------------------------------------------------------------- devices

@@ -33,12 +33,11 @@ from staticsem.distillation.stages.extract import (
     Extraction,
     SentenceRows,
     extract_shard,
-    plan_batches,
-    plan_key,
     resume,
     save_partial,
-    zero_sums,
 )
+from staticsem.distillation.stages.passes import zero_sums
+from staticsem.distillation.stages.plans import plan_batches, plan_key
 from staticsem.distillation.teachers.device import Runtime, resolve_runtime
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.errors import InputError, StaticsemError

@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore
 from staticsem.distillation.corpus.sampling import Split, sentence_words
-from staticsem.distillation.stages.extract import length_batches
+from staticsem.distillation.stages.plans import length_batches
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.text import split_words
 
