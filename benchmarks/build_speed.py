@@ -12,9 +12,16 @@ the same data and settings, one after the other (nothing else running), their re
    chosen sentences, ``--rounds`` times each in turn (the best counts). Before: batches sorted by
    characters; now: by the teacher's token count. Compared: counts (equal), sums, sentence embeddings and
    token means (the least cosine: the int8 teacher's per-batch activation scales see other neighbours).
-3. The peer: sentence-transformers' own ``encode`` of the same sentences (torch, fp32, batch 32).
+3. ``contexts``: X2Static's context passes (``chunk_arrays``: sentence contexts, 64 a batch) over the same
+   sentences, ``--rounds`` times each in turn. Before: batches sorted by characters; now: by the teacher's
+   token count. Compared: the word ids (equal) and the contexts (the least cosine, as for ``extract``).
+4. The peer: sentence-transformers' own ``encode`` of the same sentences (torch, fp32, batch 32).
 
     python benchmarks/build_speed.py --output benchmarks/results/build_speed.json
+    python benchmarks/build_speed.py --parts contexts,peer --output /tmp/contexts.json
+
+Without the ``corpus`` part the sentences are the first ``--sentences`` of the first Wikipedia file, and the
+vocabulary their own words.
 
 Each measurement runs in its own process (``--job``), importing the code under test from its ``src/``.
 """
@@ -39,6 +46,7 @@ import _common as common
 BEFORE = "5195753"  # round 5's last commit: the builds of the README's 22.4-minute figure
 CORPUS = [f"corpus/enwiki2015-sentences-0{i}.txt.gz" for i in range(3)]
 EXCLUDE = "decontam/eval-sentences.sha1"
+PARTS = ("corpus", "extract", "contexts", "peer")
 
 
 # ------------------------------------------------------------------ the jobs (one process each)
@@ -80,6 +88,26 @@ def job_extract(args: Any) -> dict[str, Any]:
     assert result is not None
     np.savez(args.work / f"extract-{args.label}.npz", sums=result.sums, counts=result.counts,
              embeddings=result.embeddings, token_means=result.token_means)  # fmt: skip
+    return {"seconds": best, "sentences_per_second": len(sample) / best}
+
+
+def job_contexts(args: Any) -> dict[str, Any]:
+    """X2Static's sentence contexts of the sample, ``--rounds`` times; the best round's sentences/s and its
+    arrays."""
+    from staticsem.distillation.stages.contexts import chunk_arrays
+    from staticsem.distillation.teachers.teacher import Teacher
+
+    sample = json.loads((args.work / "sample.json").read_text())
+    index = {w: i for i, w in enumerate(json.loads((args.work / "vocab.json").read_text())[0])}
+    teacher = Teacher(None, backend="onnx-int8", cache=args.work / "onnx")
+    chunk = [[sentence] for sentence in sample]
+    chunk_arrays(teacher, chunk[:64], index, True, 64)  # export and warm up
+    best, arrays = float("inf"), {}
+    for _ in range(args.rounds):
+        started = time.perf_counter()
+        arrays = chunk_arrays(teacher, chunk, index, True, 64)
+        best = min(best, time.perf_counter() - started)
+    np.savez(args.work / f"contexts-{args.label}.npz", **arrays)
     return {"seconds": best, "sentences_per_second": len(sample) / best}
 
 
@@ -127,47 +155,78 @@ def main() -> None:
     parser.add_argument(
         "--workers", type=int, default=None, help="now: processes for the corpus [every core]"
     )
-    parser.add_argument("--job", choices=("corpus", "extract", "peer"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} [all]"
+    )
+    parser.add_argument("--job", choices=PARTS, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--label", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
     common.offline()
     if args.job:
-        print(json.dumps({"corpus": job_corpus, "extract": job_extract, "peer": job_peer}[args.job](args)))
+        jobs = {"corpus": job_corpus, "extract": job_extract, "contexts": job_contexts, "peer": job_peer}
+        print(json.dumps(jobs[args.job](args)))
         return
+    parts = [part for part in args.parts.split(",") if part]
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"--parts: unknown {', '.join(sorted(unknown))}; choose from {', '.join(PARTS)}")
     root = Path(tempfile.mkdtemp(prefix="build-speed-"))
     try:
         sources = {"before": checkout(args.before, root / "before"), "now": common.REPO / "src"}
-        results: dict[str, Any] = {"before": args.before, "cores": os.cpu_count()}
-        for label, src in sources.items():
-            print(f"corpus passes ({label}) ...", flush=True)
-            extra = {"workers": args.workers} if label == "now" and args.workers else {}
-            results[f"corpus_{label}"] = measure("corpus", src, root / f"work-{label}", args, label, **extra)
-        same = {
-            name: (root / "work-before" / name).read_text() == (root / "work-now" / name).read_text()
-            for name in ("vocab.json", "chosen.json")
-        }
-        results["corpus_equal"] = same
-        chosen = json.loads((root / "work-now" / "chosen.json").read_text())
-        rng = np.random.default_rng(0)
-        sample = [chosen[i] for i in sorted(rng.choice(len(chosen), args.sentences, replace=False))]
+        results: dict[str, Any] = {"before": args.before, "cores": os.cpu_count(), "parts": parts}
         shared = root / "work-extract"
         shared.mkdir()
+        sample = (
+            corpus_part(args, sources, root, shared, results)
+            if "corpus" in parts
+            else own_sample(args, shared)
+        )
         (shared / "sample.json").write_text(json.dumps(sample))
-        shutil.copy(root / "work-now" / "vocab.json", shared / "vocab.json")
-        for label, src in sources.items():
-            print(f"teacher passes ({label}) ...", flush=True)
-            results[f"extract_{label}"] = measure("extract", src, shared, args, label)
-        print("the peer: sentence-transformers' encode ...", flush=True)
-        results["peer_st_encode"] = measure("peer", sources["now"], shared, args, "peer")
-        before, now = (np.load(shared / f"extract-{label}.npz") for label in sources)
-        results["extract_agree"] = agreement(before, now)
+        for part in ("extract", "contexts"):
+            if part not in parts:
+                continue
+            for label, src in sources.items():
+                print(f"{part} teacher passes ({label}) ...", flush=True)
+                results[f"{part}_{label}"] = measure(part, src, shared, args, label)
+            before, now = (np.load(shared / f"{part}-{label}.npz") for label in sources)
+            results[f"{part}_agree"] = (agreement if part == "extract" else contexts_agreement)(before, now)
+        if "peer" in parts:
+            print("the peer: sentence-transformers' encode ...", flush=True)
+            results["peer_st_encode"] = measure("peer", sources["now"], shared, args, "peer")
         report(results)
         common.save_json(args.output, results)
     finally:
         subprocess.run(["git", "-C", str(common.REPO), "worktree", "remove", "--force", str(root / "before")],
                        capture_output=True)  # fmt: skip
         shutil.rmtree(root, ignore_errors=True)
+
+
+def corpus_part(
+    args: Any, sources: dict[str, Path], root: Path, shared: Path, results: dict[str, Any]
+) -> list[str]:
+    """The corpus passes before and now (their results compared, in ``results``); a sample of the chosen
+    sentences for the teacher passes, and the vocabulary in ``shared``."""
+    for label, src in sources.items():
+        print(f"corpus passes ({label}) ...", flush=True)
+        extra = {"workers": args.workers} if label == "now" and args.workers else {}
+        results[f"corpus_{label}"] = measure("corpus", src, root / f"work-{label}", args, label, **extra)
+    results["corpus_equal"] = {
+        name: (root / "work-before" / name).read_text() == (root / "work-now" / name).read_text()
+        for name in ("vocab.json", "chosen.json")
+    }
+    chosen = json.loads((root / "work-now" / "chosen.json").read_text())
+    rng = np.random.default_rng(0)
+    shutil.copy(root / "work-now" / "vocab.json", shared / "vocab.json")
+    return [chosen[i] for i in sorted(rng.choice(len(chosen), args.sentences, replace=False))]
+
+
+def own_sample(args: Any, shared: Path) -> list[str]:
+    """Without the corpus part: the first ``--sentences`` of the first Wikipedia file, their words the
+    vocabulary."""
+    sample = common.read_sentences(args.data, args.sentences)
+    words = sorted({word for sentence in sample for word in sentence.lower().split()})
+    (shared / "vocab.json").write_text(json.dumps([words, []]))
+    return sample
 
 
 def agreement(before: Any, now: Any) -> dict[str, Any]:
@@ -189,8 +248,49 @@ def agreement(before: Any, now: Any) -> dict[str, Any]:
     }
 
 
+def contexts_agreement(before: Any, now: Any) -> dict[str, Any]:
+    """How far the two runs' contexts are apart (rounding, as for ``agreement``); the word ids equal."""
+    from staticsem.quantize import row_cosines
+
+    a, b = before["contexts"].astype(np.float32), now["contexts"].astype(np.float32)
+    seen = a.any(axis=1) & b.any(axis=1)
+    return {
+        "ids_equal": bool(np.array_equal(before["ids"], now["ids"])),
+        "lengths_equal": bool(np.array_equal(before["lengths"], now["lengths"])),
+        "bit_equal": bool(np.array_equal(a, b)),
+        "contexts_min_cosine": float(row_cosines(a[seen], b[seen]).min()),
+    }
+
+
 def report(results: dict[str, Any]) -> None:
-    """Times and ratios, as a table."""
+    """Times and ratios of the parts run, as lines."""
+    if "corpus_now" in results:
+        report_corpus(results)
+    if "extract_now" in results:
+        b, n = (results[f"extract_{label}"]["sentences_per_second"] for label in ("before", "now"))
+        print(f"teacher passes (onnx-int8 extraction): before {b:.1f}/s   now {n:.1f}/s   {n / b:.2f}x")
+        agree = results["extract_agree"]
+        print(f"  counts equal: {agree['counts_equal']}   bit for bit: {agree['bit_equal']}")
+        print(
+            f"  least cosine, before against now: word vectors {agree['word_vectors_min_cosine']:.6f}   "
+            f"sentence embeddings {agree['embeddings_min_cosine']:.6f}   "
+            f"token means {agree['token_means_min_cosine']:.6f}"
+        )
+    if "contexts_now" in results:
+        b, n = (results[f"contexts_{label}"]["sentences_per_second"] for label in ("before", "now"))
+        agree = results["contexts_agree"]
+        print(f"X2Static contexts (onnx-int8, 64 a batch): before {b:.1f}/s   now {n:.1f}/s   {n / b:.2f}x")
+        print(
+            f"  word ids equal: {agree['ids_equal']}   bit for bit: {agree['bit_equal']}   least cosine: "
+            f"{agree['contexts_min_cosine']:.6f}"
+        )
+    if "peer_st_encode" in results:
+        peer = results["peer_st_encode"]["sentences_per_second"]
+        print(f"peer: sentence-transformers encode (torch fp32) {peer:.1f}/s")
+
+
+def report_corpus(results: dict[str, Any]) -> None:
+    """The corpus passes' times and ratios."""
     before, now = results["corpus_before"]["seconds"], results["corpus_now"]["seconds"]
     sentences, cores = results["corpus_now"]["sentences"], results["cores"]
     print(f"\ncounting + choosing, {sentences:,} sentences ({cores} cores):")
@@ -200,16 +300,6 @@ def report(results: dict[str, Any]) -> None:
     total_before, total_now = sum(before.values()), sum(now.values())
     ratio, equal = total_before / total_now, results["corpus_equal"]
     print(f"  both    before {total_before:7.1f} s   now {total_now:7.1f} s   {ratio:.2f}x   equal: {equal}")
-    b, n = (results[f"extract_{label}"]["sentences_per_second"] for label in ("before", "now"))
-    print(f"teacher passes (onnx-int8 extraction): before {b:.1f}/s   now {n:.1f}/s   {n / b:.2f}x")
-    agree = results["extract_agree"]
-    print(f"  counts equal: {agree['counts_equal']}   bit for bit: {agree['bit_equal']}")
-    print(
-        f"  least cosine, before against now: word vectors {agree['word_vectors_min_cosine']:.6f}   sentence "
-        f"embeddings {agree['embeddings_min_cosine']:.6f}   token means {agree['token_means_min_cosine']:.6f}"
-    )
-    peer = results["peer_st_encode"]["sentences_per_second"]
-    print(f"peer: sentence-transformers encode (torch fp32) {peer:.1f}/s")
 
 
 if __name__ == "__main__":

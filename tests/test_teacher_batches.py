@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 from fakes import FakeTeacher, write_corpus
+from staticsem.distillation.stages.contexts import chunk_arrays, group_contexts
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Distillation, Regression
 from staticsem.distillation.stages.passes import reduce_batch, zero_sums
@@ -261,6 +263,33 @@ def test_cpu_plans_sort_by_the_teachers_token_count_not_by_characters(teachers: 
 
     assert padded(plan) < padded(length_batches(texts, 2))
     assert plan_key(plan) != plan_key(length_batches(texts, 2))
+
+
+def test_x2static_contexts_read_by_token_count_and_land_on_their_sentences(
+    teachers: dict[str, Teacher], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """X2Static's context passes take stage 1's plan (sorted by the teacher's token count, not characters);
+    each sentence's context still lands on its own row, as if it were read alone."""
+    teacher = teachers["plain"]
+    # a batch's rows out of their order in the chunk ("kitten ..." has fewer tokens than "dog ...")
+    texts = ["dog cat dog cat dog", "xqz vjk", "kitten puppy kitten puppy", "qzx jvk wx", "court judge", "zq"]
+    read: list[list[str]] = []
+    forward = teacher.forward
+
+    def recording(batch: list[str], layer: int | None = None) -> Any:
+        read.append(list(batch))
+        return forward(batch, layer)
+
+    monkeypatch.setattr(teacher, "forward", recording)
+    chunk = [[text] for text in texts]
+    got = chunk_arrays(teacher, chunk, {"dog": 0, "cat": 1}, True, 2)
+    order = [text for batch in read for text in batch]
+    assert sorted(order) == sorted(texts) and all(len(batch) == 2 for batch in read)
+    tokens = teacher.token_counts(order)
+    assert (np.diff(tokens) >= 0).all()
+    assert read != [[texts[i] for i in b] for b in length_batches(texts, 2)]
+    alone = np.concatenate([group_contexts(teacher, [group]) for group in chunk])
+    np.testing.assert_allclose(got["contexts"].astype(np.float32), alone, atol=2e-3)
 
 
 def test_a_partial_of_another_plan_is_not_resumed(

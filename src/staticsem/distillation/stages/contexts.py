@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 
 from staticsem.distillation.checkpoint import ChunkStore
 from staticsem.distillation.corpus.sampling import Split, sentence_words
-from staticsem.distillation.stages.plans import length_batches
+from staticsem.distillation.stages.plans import plan_batches
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.text import split_words
 
@@ -76,9 +76,10 @@ def chunk_arrays(
     sentences = [s for group in chunk for s in group]
     contexts = np.zeros((len(sentences), teacher.hidden_size), np.float32)
     first_row = np.cumsum([0] + [len(group) for group in chunk])
-    # paragraphs hold several sentences: fewer per batch keeps the padded size alike
+    # paragraphs hold several sentences: fewer per batch keeps the padded size alike; sorted by the teacher's
+    # token count (less padding than by characters, as in stage 1)
     per_batch = max(1, batch_size * len(chunk) // max(len(sentences), 1))
-    for rows in length_batches([" ".join(group) for group in chunk], per_batch):
+    for rows in plan_batches(teacher, [" ".join(group) for group in chunk], per_batch):
         found = group_contexts(teacher, [chunk[r] for r in rows])
         targets = np.concatenate([np.arange(first_row[r], first_row[r + 1]) for r in rows])
         contexts[targets] = found
