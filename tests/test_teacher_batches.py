@@ -265,6 +265,28 @@ def test_cpu_plans_sort_by_the_teachers_token_count_not_by_characters(teachers: 
     assert plan_key(plan) != plan_key(length_batches(texts, 2))
 
 
+def test_token_counts_parse_the_teachers_tokenizer_once(
+    tiny_teacher: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plans count tokens at every chunk of X2Static's contexts and every eval encode: the tokenizer is
+    made once per teacher (parsing mE5's takes 1.7 s), and the counts stay the teacher's own."""
+    teacher = Teacher(str(tiny_teacher), backend="torch")
+    made: list[int] = []
+    real = type(teacher.spec).tokenizer
+
+    def counting(spec: Any) -> Any:
+        made.append(1)
+        return real(spec)
+
+    monkeypatch.setattr(type(teacher.spec), "tokenizer", counting)
+    texts = ["dog cat dog cat dog", "xqz vjk", "zq"]
+    first, second = teacher.token_counts(texts), teacher.token_counts(texts[::-1])
+    assert len(made) == 1
+    assert (
+        first.tolist() == second[::-1].tolist() == [len(e.ids) for e in map(real(teacher.spec).encode, texts)]
+    )
+
+
 def test_x2static_contexts_read_by_token_count_and_land_on_their_sentences(
     teachers: dict[str, Teacher], monkeypatch: pytest.MonkeyPatch
 ) -> None:
