@@ -26,6 +26,7 @@ from staticsem.model_checks import check_parts
 from staticsem.model_words import WordQueries
 from staticsem.modes import ModeSettings, RowSet, check_modes, mode_variant, parse_mode, read_modes
 from staticsem.ngrams import ComposedRows, NgramTable
+from staticsem.phrases import DEFAULT_MODE, is_phrase
 from staticsem.pieces import PieceTable
 from staticsem.text import UNKNOWN, WordLookup, make_splitter
 from staticsem.tokens import TokenLookup, TokenRules
@@ -63,6 +64,8 @@ class StaticModel(WordQueries):
     :param normalize: whether ``encode`` L2-normalises by default.
     :param modes: how ``encode_query`` and ``encode_document`` differ from ``encode`` (``staticsem.modes``).
     :param row_sets: rows of the modes' own, by name (``staticsem.modes.RowSet``).
+    :param phrases: how the vocabulary's phrases (entries of two or three words, ``staticsem.phrases``)
+        count in a text: ``add`` their row beside their words' rows, or ``replace`` them.
     :raises ModelFormatError: when the pieces do not fit together (the message carries the numbers).
     """
 
@@ -81,6 +84,7 @@ class StaticModel(WordQueries):
         normalize: bool = True,
         modes: Mapping[str, ModeSettings] | None = None,
         row_sets: Mapping[str, RowSet] | None = None,
+        phrases: str = DEFAULT_MODE,
     ) -> None:
         self.vocab = list(vocab)
         self.vectors = vectors
@@ -105,12 +109,25 @@ class StaticModel(WordQueries):
         fallback = None if self._composed is None else self._composed.row
         self._lookup: WordLookup | TokenLookup
         if tokens is None:
-            self._lookup = WordLookup(self.vocab, tokenizer, fallback, self.splitter)
+            try:
+                self._lookup = WordLookup(self.vocab, tokenizer, fallback, self.splitter, phrases)
+            except ValueError as exc:
+                raise ModelFormatError(str(exc)) from None
         else:
             self._lookup = TokenLookup(tokenizer, tokens)  # type: ignore[arg-type]  # _validate checked it
         self._unit_cache: np.ndarray | None = None
 
     # ------------------------------------------------------------------ properties
+    @property
+    def phrases(self) -> list[str]:
+        """The vocabulary's phrases (entries of several words), in row order."""
+        return [entry for entry in self.vocab if is_phrase(entry)]
+
+    @property
+    def phrase_mode(self) -> str:
+        """How a matched phrase counts in a text: ``add`` (beside its words) or ``replace``."""
+        return self._lookup.phrase_mode if isinstance(self._lookup, WordLookup) else DEFAULT_MODE
+
     @property
     def dim(self) -> int:
         """Number of dimensions of each vector."""
@@ -280,6 +297,19 @@ class StaticModel(WordQueries):
             row_sets={name: rows.truncate(dim) for name, rows in self.row_sets.items()},
         )
 
+    def without_phrases(self) -> StaticModel:
+        """This model without its phrase rows (for formats that have no phrases): the words' rows alone."""
+        keep = np.flatnonzero([not is_phrase(entry) for entry in self.vocab])
+        if len(keep) == len(self.vocab):
+            return self
+        parts = self._parts() | {
+            "scales": None if self.scales is None else self.scales[keep],
+            "row_sets": {
+                name: RowSet(rows.vectors[keep], rows.pieces) for name, rows in self.row_sets.items()
+            },
+        }
+        return StaticModel([self.vocab[i] for i in keep], self.vectors[keep], **parts)
+
     def with_pieces(self, pieces: PieceTable) -> StaticModel:
         """This word-level model with ``pieces`` as its table of subword pieces (in place of any)."""
         return self.replace(tokenizer=pieces.tokenizer, pieces=pieces, ngrams=None, tokens=None)
@@ -304,9 +334,13 @@ class StaticModel(WordQueries):
         """A new model of this one's parts (every constructor argument but the vocabulary), ``changes`` in
         place of some, e.g. ``replace(vectors=trained, pieces=trained_pieces)``; modes and their row sets
         are kept unless changed."""
-        parts: dict[str, Any] = {
-            "vectors": self.vectors,
-            "scales": self.scales,
+        parts: dict[str, Any] = {"vectors": self.vectors, "scales": self.scales, **self._parts()}
+        parts.update(changes)
+        return StaticModel(self.vocab, **parts)
+
+    def _parts(self) -> dict[str, Any]:
+        """The constructor's arguments that do not hang on the rows (all but vocabulary, rows, scales)."""
+        return {
             "tokenizer": self.tokenizer,
             "ngrams": self.ngrams,
             "pieces": self.pieces,
@@ -316,9 +350,8 @@ class StaticModel(WordQueries):
             "normalize": self.normalize,
             "modes": self.modes,
             "row_sets": self.row_sets,
+            "phrases": self.phrase_mode,
         }
-        parts.update(changes)
-        return StaticModel(self.vocab, **parts)
 
     def with_modes(
         self,

@@ -25,6 +25,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from staticsem._punctuation import PUNCTUATION_RANGES, WHITESPACE_RANGES
+from staticsem.phrases import DEFAULT_MODE, check_mode, joined, table_of
 
 UNKNOWN = -1
 _CACHE_LIMIT = 2_000_000
@@ -243,6 +244,8 @@ class WordLookup:
     """Maps words to rows with the exact → lower-case → fallback → subword-prefix rule.
 
     :param fallback: row (>= V) for a word neither form of which is in the vocabulary, or ``None``.
+    :param phrases: how the vocabulary's phrases (entries of several words, ``staticsem.phrases``) count
+        in a text: ``replace`` their words' rows or ``add`` beside them; ignored without phrases.
     """
 
     def __init__(
@@ -251,12 +254,15 @@ class WordLookup:
         tokenizer: Tokenizer | None = None,
         fallback: Callable[[str], int | None] | None = None,
         splitter: WordSplitter | None = None,
+        phrases: str = DEFAULT_MODE,
     ) -> None:
         self.index: dict[str, int] = {word: i for i, word in enumerate(vocab)}
         self.tokenizer = tokenizer
         self.fallback = fallback
         self.splitter = splitter or WordSplitter()
         self._cache: dict[str, int] = dict(self.index)
+        self.phrase_mode = check_mode(phrases)
+        self.phrases, self.unmatched_phrases = table_of(vocab, self._row)
 
     def forget(self) -> None:
         """Drop the cached resolutions of words outside the vocabulary."""
@@ -267,6 +273,11 @@ class WordLookup:
         if found is None:
             found = self.index.get(word.lower())
         return found
+
+    def _row(self, word: str) -> int:
+        """Row of ``word`` itself (exact or lower-case), or ``UNKNOWN``: no fallback, no prefix."""
+        found = self._find(word)
+        return UNKNOWN if found is None else found
 
     def resolve(self, word: str) -> int:
         """Row of ``word``, or ``UNKNOWN`` (-1) when no rule finds it."""
@@ -293,6 +304,40 @@ class WordLookup:
         return [] if row == UNKNOWN else [row]
 
     def ids(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Flat row ids (``UNKNOWN`` included) and the number of rows of each text: a row per word, and with
+        phrases each matched phrase's row in place of its words' or beside them."""
+        if self.phrases is None:
+            return self._word_ids(texts)
+        texts = list(texts)
+        flat, lengths = self._word_ids(texts)
+        matches = self.phrases.match(flat, self.links(texts, flat, lengths))
+        return self.phrases.apply(flat, lengths, matches, self.phrase_mode)
+
+    def links(self, texts: Sequence[str], flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """``links[i]``: whether word ``i`` of the flat words of ``texts`` may form a phrase with the next one
+        (the same text, only whitespace between them). Only positions where a phrase could start are
+        looked at in the text; elsewhere it is whether the next word is in the same text."""
+        assert self.phrases is not None
+        owner = np.repeat(np.arange(len(lengths)), lengths)
+        links = np.zeros(len(flat), bool)
+        links[:-1] = owner[1:] == owner[:-1]
+        found = self.phrases.candidates(flat, links)
+        # the links a phrase starting at each candidate position would need
+        needed = [(np.flatnonzero(found[n] >= 0)[:, None] + np.arange(n - 1)).ravel() for n in found]
+        check = np.unique(np.concatenate(needed))
+        if not len(check):
+            return links
+        first = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        spans: tuple[int, list[tuple[int, int]]] = (-1, [])
+        for at in check.tolist():
+            text = int(owner[at])
+            if spans[0] != text:
+                spans = (text, self.splitter.spans(texts[text]))
+            k = at - int(first[text])
+            links[at] = joined(texts[text][spans[1][k][1] : spans[1][k + 1][0]])
+        return links
+
+    def _word_ids(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
         """Flat row ids (``UNKNOWN`` included) and the number of words of each text."""
         findall = self.splitter.words
         cache = self._cache

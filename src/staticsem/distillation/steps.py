@@ -165,7 +165,11 @@ class StepRun:
         """How the vocabulary splits sentences into words (for the corpus's workers)."""
         name = self.splitter.name
         tokenizer = None if name == "words" else self.teacher.subword_tokenizer.to_str()
-        return Words(lowercase, name, tokenizer)
+        return Words(lowercase, name, tokenizer, links=self.links())
+
+    def links(self) -> bool:
+        """Whether the stored corpus keeps each word's link to the next: a build with phrases reads them."""
+        return bool(getattr(self.settings, "phrases", 0) or getattr(self.settings, "phrases_from", None))
 
     def _stored_folder(self, lowercase: bool) -> Path:
         """Where the corpus, read once for the vocabulary, is kept (by what decides its words)."""
@@ -177,6 +181,7 @@ class StepRun:
                 "splitter": self.splitter.name,
                 "lowercase": lowercase,
                 "teacher": (s.teacher or "default") if self.splitter.name != "words" else None,
+                **({"links": True} if self.links() else {}),  # keys of runs without phrases stay as they were
             }
         )
         return self.work.folder / f"corpus-{key}"
@@ -257,7 +262,8 @@ class StepRun:
 
     def metadata(self, teacher_passes: int, **extra: Any) -> dict[str, Any]:
         """What the model's config.json records: method, teacher, corpus, settings, steps, cost."""
-        long = ("words", "counts", "sentences")  # lists of the vocabulary and the chosen sentences
+        # lists of the vocabulary, the phrases and the chosen sentences
+        long = ("words", "counts", "sentences", "phrases", "scores", "word_counts")
         steps = {
             name: {k: v for k, v in record.items() if k != "key" and not (k in long and isinstance(v, list))}
             for name, record in self.records.items()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,8 @@ from staticsem.io import hf, hub, layout, native, native_write, vectors
 
 if TYPE_CHECKING:
     from staticsem.model import StaticModel
+
+logger = logging.getLogger(__name__)
 
 
 class Format(str, Enum):
@@ -82,6 +85,9 @@ def export(
         raise InputError(f"options {sorted(options)} only apply to the staticsem format")
     if fmt is Format.STATICSEM:
         return native_write.save(model, path, **options)
+    if phrases := len(model.phrases):
+        logger.warning("%s has no phrases: %d phrases dropped, the words kept", fmt.value, phrases)
+        model = model.without_phrases()
     if fmt is Format.MODEL2VEC:
         return hf.write_model2vec(model, path)
     if fmt is Format.SENTENCE_TRANSFORMERS:

@@ -22,6 +22,7 @@ from staticsem.io.common import naming, read_json, read_safetensors, read_tokeni
 from staticsem.model import StaticModel
 from staticsem.modes import RowSet, read_modes
 from staticsem.ngrams import NgramTable
+from staticsem.phrases import DEFAULT_MODE, MODES
 from staticsem.pieces import KIND as PIECES
 from staticsem.pieces import PieceTable
 from staticsem.tokens import TokenRules
@@ -61,7 +62,17 @@ def load(path: Path) -> StaticModel:
             normalize=bool(config.get("normalize", True)),
             modes=read_modes(config.get("modes")),
             row_sets=_row_sets(tensors),
+            phrases=_phrase_mode(config.get("phrases")),
         )
+
+
+def _phrase_mode(record: object) -> str:
+    """The phrase mode a config records (``{"mode": ..., "count": ...}``), the default without one."""
+    if record is None:
+        return DEFAULT_MODE
+    if not isinstance(record, dict) or not isinstance(record.get("mode"), str):
+        raise ModelFormatError(f"'phrases' must be an object with a 'mode' ({' or '.join(MODES)})")
+    return str(record["mode"])
 
 
 def _row_sets(tensors: dict[str, np.ndarray]) -> dict[str, RowSet]:

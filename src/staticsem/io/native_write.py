@@ -49,6 +49,12 @@ class SavedModel(Protocol):
     @property
     def dim(self) -> int: ...
 
+    @property
+    def phrases(self) -> list[str]: ...
+
+    @property
+    def phrase_mode(self) -> str: ...
+
     def __len__(self) -> int: ...
 
 
@@ -100,6 +106,9 @@ def save(
         config["token_encoding"] = model.tokens.config()
     if model.modes:
         config["modes"] = modes_config(model.modes)
+    phrases = len(model.phrases)
+    if phrases:
+        config["phrases"] = {"mode": model.phrase_mode, "count": phrases}
     with atomic_folder(path) as tmp:
         write_tensors(tmp / "model.safetensors", tensors)
         (tmp / "vocab.json").write_text(json.dumps(model.vocab, ensure_ascii=False), encoding="utf-8")

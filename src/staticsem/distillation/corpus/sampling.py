@@ -25,6 +25,7 @@ from staticsem.text import SPLITTERS, word_pattern
 
 if TYPE_CHECKING:
     from staticsem.distillation.corpus.stored import StoredCorpus
+    from staticsem.phrases import PhraseTable
 
 logger = logging.getLogger(__name__)
 
@@ -207,12 +208,14 @@ def select_stored(
     per_word: int | Sequence[int],
     threshold: float = 1.0,
     show_progress: bool = True,
+    phrases: PhraseTable | None = None,
 ) -> Selection:
     """``select_sentences`` over a stored corpus: its word ids stand for the words (no text is read but
-    the chosen sentences)."""
+    the chosen sentences); with ``phrases`` (a table over ``vocab``'s rows), a sentence's phrases count as
+    its words do."""
     chooser = Chooser(vocab, counts, per_word, threshold)
     rows = tqdm(
-        stored.rows(vocab),
+        stored.rows(vocab, phrases),
         desc="choosing sentences",
         unit=" sent",
         total=stored.sentences,

@@ -25,6 +25,7 @@ from staticsem.distillation.corpus.reading import EMBEDDED, CorpusOptions, _iden
 from staticsem.distillation.workers import Message, Pool, join_bytes, split_bytes
 from staticsem.errors import InputError
 from staticsem.lines import json_record
+from staticsem.phrases import joined
 from staticsem.text import word_count
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class Words:
     lowercase: bool
     splitter: str = "words"
     tokenizer: str | None = None  # the subword tokenizer's JSON, for the subword and greedy splitters
+    links: bool = False  # also whether each word may form a phrase with the next (``phrases.joined``)
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Kept:
     lengths: np.ndarray  # int32 word_count of each sentence
     ids: np.ndarray | None = None  # int64
     tokens: np.ndarray | None = None  # int64 words per sentence
+    links: np.ndarray | None = None  # uint8 per word: only whitespace between it and the next (with links)
 
 
 # ------------------------------------------------------------------ in a worker
@@ -72,7 +75,9 @@ def setup(params: dict[str, Any]) -> dict[str, Any]:
         from staticsem.text import make_splitter
 
         tokenizer = Tokenizer.from_str(words["tokenizer"]) if words["tokenizer"] else None
-        state["split"] = make_splitter(words["splitter"], tokenizer).words
+        splitter = make_splitter(words["splitter"], tokenizer)
+        state["split"] = splitter.words
+        state["spans"] = splitter.spans if words.get("links") else None
         state["lowercase"] = words["lowercase"]
     return state
 
@@ -112,7 +117,7 @@ def job(state: dict[str, Any], message: Message) -> Message:
         {"digests": b"".join(digests), "sentences": "\n".join(found).encode("utf-8", "surrogatepass")},
     )
     if split is not None:
-        _words(result, found, split, state["lowercase"])
+        _words(result, found, split, state["lowercase"], state["spans"])
     return result
 
 
@@ -134,18 +139,28 @@ def _texts(message: Message, text_field: str) -> tuple[list[str], np.ndarray]:
     return texts, np.asarray(bad, np.int64)
 
 
-def _words(result: Message, sentences: list[str], split: Any, lowercase: bool) -> None:
-    """Each sentence's words as ids into the message's own table of distinct words (first-seen order)."""
+def _words(result: Message, sentences: list[str], split: Any, lowercase: bool, spans: Any = None) -> None:
+    """Each sentence's words as ids into the message's own table of distinct words (first-seen order); with
+    ``spans`` (the splitter's), each word's link to the next too."""
     table: dict[str, int] = {}
     ids: list[int] = []
+    links: list[bool] = []
     tokens = np.zeros(len(sentences), np.int64)
     for i, sentence in enumerate(sentences):
-        words = split(sentence)
+        if spans is None:
+            words = split(sentence)
+        else:
+            found = spans(sentence)
+            words = [sentence[a:b] for a, b in found]
+            links += [joined(sentence[a[1] : b[0]]) for a, b in zip(found, found[1:], strict=False)]
+            links += [False] * bool(found)  # a sentence's last word links to nothing
         if lowercase:
             words = [w.lower() for w in words]
         tokens[i] = len(words)
         ids += [table.setdefault(w, len(table)) for w in words]
     result.arrays.update(ids=np.asarray(ids, np.int64), tokens=tokens)
+    if spans is not None:
+        result.arrays["links"] = np.asarray(links, np.uint8)
     result.meta["words"] = list(table)
 
 
@@ -293,13 +308,16 @@ def _chunk(result: Message, kept: np.ndarray, table: dict[str, int] | None) -> K
     tokens = result.arrays["tokens"]
     mask = np.zeros(len(tokens), bool)
     mask[kept] = True
-    local = result.arrays["ids"][np.repeat(mask, tokens)]
+    words_kept = np.repeat(mask, tokens)
+    local = result.arrays["ids"][words_kept]
     words: list[str] = result.meta["words"]
     present, first = np.unique(local, return_index=True)
     mapping = np.full(len(words), -1, np.int64)
     for i in present[np.argsort(first, kind="stable")].tolist():
         mapping[i] = table.setdefault(words[i], len(table))
     chunk.ids, chunk.tokens = mapping[local], tokens[kept]
+    if "links" in result.arrays:
+        chunk.links = result.arrays["links"][words_kept]
     return chunk
 
 

@@ -111,5 +111,6 @@ def sentence_pca(
         tokenizer=stage1.tokenizer,
         metadata={"method": "swe", "stage": "pca"},
         splitter=stage1.splitter.name,
+        phrases=stage1.phrase_mode,
     )
     return stage2, abtt

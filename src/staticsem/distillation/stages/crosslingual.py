@@ -105,6 +105,7 @@ def merge_runs(
         tokenizer=first.tokenizer,
         metadata={"method": method, "stage": "extract"},
         splitter=splitter,
+        phrases=first.phrase_mode,
     ).save(folder / "stage1", dtype="float32")
     per_run = [load_file(str(work / "stage1.safetensors")) for work, _ in runs.values()]
     shared_keys = set.intersection(*(set(rows) for rows in per_run))  # token_means: every run has them

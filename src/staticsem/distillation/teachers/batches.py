@@ -15,6 +15,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from staticsem.distillation.workers import Message, join_bytes, split_bytes
+from staticsem.phrases import PhraseTable, joined, table_of
 from staticsem.text import WordSplitter, containing_span, make_splitter
 
 _SPACES = re.compile(r"\s+")  # str.isspace() characters, as sre matches \s in str patterns
@@ -152,14 +153,18 @@ def occurrences(
     index: dict[str, int],
     lowercase: bool,
     splitter: WordSplitter,
+    phrases: PhraseTable | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Token positions (flat b*T+t), their occurrence number, and each occurrence's word id.
 
     An occurrence is a word span of a text holding at least one of the text's own tokens (by the
-    token's start); occurrences are numbered in text and span order.
+    token's start); occurrences are numbered in text and span order. With ``phrases`` (a table over
+    ``index``'s rows), each phrase of a text (matched as encoding matches them, every word holding a token)
+    is one more occurrence, of all its words' tokens, numbered after the words'.
     """
     rows, cols = np.nonzero(own)
-    span, flat, owner = containing_span([splitter.spans(t) for t in texts], rows, offsets[rows, cols, 0])
+    spans = [splitter.spans(t) for t in texts]
+    span, flat, owner = containing_span(spans, rows, offsets[rows, cols, 0])
     inside = span >= 0
     rows, cols, span = rows[inside], cols[inside], span[inside]
     hit = np.unique(span)  # spans holding a token, in text order
@@ -177,7 +182,32 @@ def occurrences(
     occurrence_of = number[span]
     kept = occurrence_of >= 0
     width = offsets.shape[1]
-    return (rows[kept] * width + cols[kept]).astype(np.int64), occurrence_of[kept], words[known]
+    located = ((rows[kept] * width + cols[kept]).astype(np.int64), occurrence_of[kept], words[known])
+    if phrases is None or not len(flat):
+        return located
+    span_rows = np.full(len(flat), -1, np.int64)  # a span without a token is in no phrase
+    span_rows[hit] = words
+    found = phrases.match(span_rows, span_links(texts, flat, owner))
+    if not len(found.starts):
+        return located
+    of_span = np.full(len(flat), -1, np.int64)  # each span's phrase occurrence
+    members, phrase = found.members()
+    of_span[members] = phrase
+    taken = of_span[span] >= 0
+    return (
+        np.concatenate([located[0], (rows[taken] * width + cols[taken]).astype(np.int64)]),
+        np.concatenate([located[1], len(located[2]) + of_span[span[taken]]]),
+        np.concatenate([located[2], found.rows]),
+    )
+
+
+def span_links(texts: Sequence[str], flat: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Whether each word span (``flat``, of text ``owner``) may form a phrase with the next: the same text,
+    only whitespace between them."""
+    links = np.zeros(len(flat), bool)
+    for i in np.flatnonzero(owner[1:] == owner[:-1]).tolist():
+        links[i] = joined(texts[int(owner[i])][int(flat[i, 1]) : int(flat[i + 1, 0])])
+    return links
 
 
 def word_row(word: str, index: dict[str, int], lowercase: bool) -> int:
@@ -202,6 +232,7 @@ class Preparer:
     def __post_init__(self) -> None:
         self._tokenizer = self.spec.tokenizer()
         self._index = {w: i for i, w in enumerate(self.words)}
+        self._phrases = table_of(self.words, lambda w: self._index.get(w, -1))[0]
         pieces = None if self.splitter_tokenizer is None else Tokenizer.from_str(self.splitter_tokenizer)
         self._split = WordSplitter() if self.splitter == "words" else make_splitter(self.splitter, pieces)
 
@@ -218,7 +249,9 @@ class Preparer:
     def __call__(self, texts: Sequence[str], rows: np.ndarray | None = None) -> Prepared:
         """The batch of ``texts`` (numbered ``rows``) ready for the teacher and the reduction."""
         encoded = encode(self._tokenizer, self.spec, texts)
-        located = occurrences(texts, encoded.offsets, encoded.own, self._index, self.lowercase, self._split)
+        located = occurrences(
+            texts, encoded.offsets, encoded.own, self._index, self.lowercase, self._split, self._phrases
+        )
         numbers = np.arange(len(texts), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
         return Prepared(encoded.inputs, encoded.own, encoded.offsets, numbers, *located)
 

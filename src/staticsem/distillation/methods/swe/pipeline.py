@@ -31,6 +31,15 @@ from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.alignment import align_step
 from staticsem.distillation.methods.swe.languages import run_languages, vocabulary_shares
 from staticsem.distillation.methods.swe.pairs_step import pairs_key, pairs_step
+from staticsem.distillation.methods.swe.phrase_step import (
+    phrase_shares,
+    phrase_table,
+    phrases_key,
+    phrases_step,
+    unit_targets,
+    units,
+    wants_phrases,
+)
 from staticsem.distillation.methods.swe.rows import (
     piece_states,
     with_pieces,
@@ -58,6 +67,7 @@ from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
+from staticsem.phrases import is_phrase
 
 logger = logging.getLogger(__name__)
 STAGE_FOLDERS = {"extract": "stage1", "pca": "stage2", "kd": "stage3", "align": "aligned", "pairs": "stage4"}
@@ -93,6 +103,7 @@ class Pipeline(StepRun):
         self.keep_analysis = settings.keep_analysis if keep_analysis is None else keep_analysis
         sources = language_sources(settings)
         shares = vocabulary_shares(settings, sources) if sources else {}
+        phrases = phrase_shares(settings, shares)
         self.subruns = {  # one stage-1 run per language (cross-lingual models), each in its own folder
             language: Pipeline(
                 replace(
@@ -108,6 +119,8 @@ class Pipeline(StepRun):
                     kd_short=None,
                     kd_corpus=(),
                     kd_corpus_words=0,
+                    phrases=phrases.get(language, 0),
+                    phrases_from=settings.phrases_from if language in phrases else None,
                 ),
                 out,
                 method=method,
@@ -130,8 +143,12 @@ class Pipeline(StepRun):
         else:
             vocab = self.vocabulary_key()
             taper = {"rare_after": s.rare_after, "rare_n": s.sentences_per_rare_word} if s.tapers() else {}
+            phrases: dict[str, Any] = {}  # keys of runs without phrases stay as they were
+            if wants_phrases(s):
+                phrases = {"phrases": phrases_key(s, vocab), "per_phrase": s.phrase.per_phrase}
             select = fingerprint(
                 {"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold, **taper}
+                | phrases
             )
             # keys of last-layer, prompt-less torch runs stay as they were
             extra = {k: v for k, v in (("layer", s.layer), ("prompt", s.prompt)) if v is not None}
@@ -145,8 +162,12 @@ class Pipeline(StepRun):
                 }
             )
             keys = {"vocab": vocab, "select": select, "extract": extract_key}
+            if phrases:
+                keys["phrases"] = phrases["phrases"]
+        mode = {"phrase_mode": s.phrase.mode} if wants_phrases(s) else {}
         pca = fingerprint(
             {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
+            | mode
         )
         objective: dict[str, Any] = (
             {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
@@ -221,7 +242,8 @@ class Pipeline(StepRun):
         """Run (or reuse) every step, save the model to ``out`` and return it."""
         if self.subruns:
             run_languages(self)
-        first = ("merge",) if self.subruns else ("vocab", "select", "extract")
+        counting = ("vocab", "phrases") if "phrases" in self.keys else ("vocab",)
+        first = ("merge",) if self.subruns else (*counting, "select", "extract")
         later = self.settings.stages[1:]
         for step in ("pieces", "targets"):  # what the training step uses, just before it
             if step in self.keys:
@@ -229,7 +251,7 @@ class Pipeline(StepRun):
         last = tuple(step for step in ("align", "pairs") if step in self.keys)
         self.run_steps((*first, *later, *last), self.keys)
         final = last[-1] if last else self.settings.stages[-1]
-        model = load(self.work.folder / STAGE_FOLDERS[final])
+        model = self._load(STAGE_FOLDERS[final])
         if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
             model = with_search_modes(model, self.settings.piece_weight, self.settings.search_piece_weight)
         model.metadata = self._metadata()
@@ -238,6 +260,14 @@ class Pipeline(StepRun):
         return model
 
     # ------------------------------------------------------------------ steps
+    def _load(self, stage: str) -> StaticModel:
+        """A stage's table from the work folder, its phrases counting as ``--phrase-mode`` says."""
+        model = load(self.work.folder / stage)
+        return model.replace(phrases=self.settings.phrase.mode) if model.phrases else model
+
+    def _phrases(self) -> dict[str, Any]:
+        return phrases_step(self)
+
     @property
     def chosen(self) -> dict[str, Any]:
         """The record holding the chosen sentences (``select``, or ``merge`` for several languages)."""
@@ -247,11 +277,13 @@ class Pipeline(StepRun):
         """Choose the sentences stage 1 reads: on the corpus the vocabulary step stored (its word ids), else
         (with Ray, or a work folder from before it stored one) on the corpus read again."""
         vocab, s = self.records["vocab"], self.settings
-        counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
-        targets = s.word_targets(len(vocab["words"]))
+        entries, tally = units(self)
+        counts = dict(zip(entries, tally, strict=True))
+        targets = unit_targets(self)
         stored = self.stored_corpus(vocab["lowercase"])
         if stored is not None:
-            chosen = select_stored(stored, vocab["words"], counts, targets, s.select_threshold, self.progress)
+            table = phrase_table(entries)
+            chosen = select_stored(stored, entries, counts, targets, s.select_threshold, self.progress, table)
         else:
             chosen = select_sentences(
                 self.sentences(),
@@ -267,12 +299,13 @@ class Pipeline(StepRun):
 
     def _extract(self) -> dict[str, Any]:
         vocab, chosen = self.records["vocab"], self.records["select"]
+        entries = units(self)[0]
         self.teacher.check_layer(self.settings.layer)
         partial = self.work.folder / f"stage1-{self.keys['extract']}.partial.safetensors"
         result = (self.scale.extract if self.scale else extract)(
             self.teacher,
             chosen["sentences"],
-            vocab["words"],
+            entries,
             lowercase=vocab["lowercase"],
             checkpoint=partial,
             save_every=self.save_every,
@@ -284,13 +317,14 @@ class Pipeline(StepRun):
         seen = np.flatnonzero(result.counts > 0)
         if len(seen) == 0:
             raise InputError("no vocabulary word was found in the chosen sentences")
-        words = [vocab["words"][i] for i in seen]
+        words = [entries[i] for i in seen]
         stage1 = StaticModel(
             words,
             result.vectors()[seen],
             tokenizer=self.teacher.subword_tokenizer,
             metadata={"method": self.method, "stage": "extract"},
             splitter=self.splitter.name,
+            phrases=self.settings.phrase.mode,
         )
         stage1.save(self.work.folder / "stage1", dtype="float32")
         per_sentence = {"embeddings": result.embeddings}
@@ -301,6 +335,7 @@ class Pipeline(StepRun):
         return {
             "teacher_passes": result.passes,
             "words_seen": len(words),
+            **({"phrases_seen": sum(map(is_phrase, words))} if "phrases" in self.records else {}),
             "teacher_dim": int(result.sums.shape[1]),
             "lowercase": vocab["lowercase"],
         }
@@ -335,7 +370,7 @@ class Pipeline(StepRun):
 
     def _pca(self) -> dict[str, Any]:
         s, sentences = self.settings, self.chosen["sentences"]
-        stage1 = load(self.work.folder / "stage1")
+        stage1 = self._load("stage1")
         stage2, abtt = sentence_pca(stage1, sentences, s.pca_sentences, s.remove_top, s.dim, s.seed)
         stage2.save(self.work.folder / "stage2", dtype="float32")
         abtt.save(self.work.folder / ABTT_FILE)
@@ -353,7 +388,7 @@ class Pipeline(StepRun):
         return merge_runs(runs, self.work.folder, self.method, self.splitter.name)
 
     def _kd(self) -> dict[str, Any]:
-        stage2 = self._with_pieces(self._with_kd_words(load(self.work.folder / "stage2")))
+        stage2 = self._with_pieces(self._with_kd_words(self._load("stage2")))
         s = self.settings
         objectives: list[Objective] = []
         if s.objective in ("kd", "both"):
@@ -401,8 +436,9 @@ class Pipeline(StepRun):
     def _write_analysis(self) -> None:
         """What ``staticsem analyze`` reads (``rows.write_analysis``), once the PCA step has run."""
         if (self.work.folder / ABTT_FILE).is_file() and "pca" in self.settings.stages:
-            vocab = self.records["merge" if self.subruns else "vocab"]
-            counts = dict(zip(vocab["words"], vocab["counts"], strict=True))
+            vocab = self.records["merge"] if self.subruns else None
+            entries, tally = (vocab["words"], vocab["counts"]) if vocab is not None else units(self)
+            counts = dict(zip(entries, tally, strict=True))
             write_analysis(self.work.folder, counts, self.out if self.keep_analysis else None)
 
 

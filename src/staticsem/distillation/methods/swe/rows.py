@@ -85,6 +85,7 @@ def with_words(stage2: StaticModel, words: Sequence[str], vectors: np.ndarray, a
         tokenizer=stage2.tokenizer,
         metadata=stage2.metadata,
         splitter=stage2.splitter.name,
+        phrases=stage2.phrase_mode,
     )
 
 

@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from staticsem.distillation.corpus.exclude import EXCLUDE_HELP, check_exclude_files
 from staticsem.distillation.corpus.languages import SPLITS, needs_subword
+from staticsem.distillation.corpus.phrase_choice import PhraseSettings, read_phrase_list
 from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
 from staticsem.distillation.corpus.sampling import check_splitter, word_targets
 from staticsem.distillation.method import setting
@@ -120,9 +121,25 @@ class ASESettings:
     teacher_backend: str = setting(AUTO, BACKEND_HELP)
     teacher_precision: str = setting(AUTO, PRECISION_HELP)
     seed: int = setting(0, "Random seed (same seed and inputs, same model).")
+    # multi-word units with rows of their own (staticsem.phrases), chosen as Mikolov et al. (2013) chose
+    # them (studies/README.md §phrases.py)
+    phrases: int = setting(
+        0,
+        "Phrases of two or three words (New York, heart attack) chosen from the corpus, each a row of its "
+        "own [0: none].",
+    )
+    phrases_from: str | None = setting(
+        None, "Your own phrases (one a line, words separated by spaces), added to the chosen ones."
+    )
+    phrase: PhraseSettings = setting(factory=PhraseSettings, help="Phrases.", prefix="phrase")
 
     def validate(self) -> None:
         """Raise ``InputError`` for settings that cannot work."""
+        if self.phrases < 0:
+            raise InputError(f"--phrases must be 0 or more, got {self.phrases}")
+        self.phrase.validate()
+        if self.phrases_from is not None:
+            read_phrase_list(Path(self.phrases_from), self.phrase.max_words)
         for name in (
             "vocab_size",
             "min_count",
