@@ -156,3 +156,18 @@ def tiny_teacher(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if not (folder / "teacher" / "modules.json").is_file():
             build_tiny_teacher(folder)
     return folder / "teacher"
+
+
+# texts whose words make phrases of ``phrase_model``: "the cat", "happy dog", "paris france", "the king"
+PHRASE_TEXTS = ["the cat sat on the mat", "a happy dog ran", "Paris france", "the king, the queen", "zzz"]
+
+
+@pytest.fixture()
+def phrase_model(tiny_model: StaticModel) -> StaticModel:
+    """``tiny_model`` with phrase rows counted in place of their words (``staticsem.phrases``)."""
+    phrases = ["the cat", "happy dog", "paris france", "the king"]
+    rows = np.random.default_rng(11).normal(size=(len(phrases), tiny_model.dim)).astype(np.float32)
+    vocab = [*tiny_model.vocab, *phrases]
+    return StaticModel(
+        vocab, np.vstack([tiny_model.vectors, rows]), tokenizer=tiny_model.tokenizer, phrases="replace"
+    )

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import staticsem
-from conftest import MODE_TEXTS
+from conftest import MODE_TEXTS, PHRASE_TEXTS
 from servers import running
 from staticsem import StaticModel
 
@@ -103,6 +103,16 @@ def test_every_framework_encodes_queries_and_documents_in_their_modes(
     for name, embed in framework(modes_model).items():
         want = queries if "query" in name else documents
         np.testing.assert_array_equal(np.array(embed(MODE_TEXTS), np.float32), want, err_msg=name)
+
+
+@pytest.mark.parametrize("framework", [_langchain, _llamaindex, _haystack, _chroma], ids=lambda f: f.__name__)
+def test_every_framework_embeds_phrases_as_encode_does(
+    framework: Callable[[StaticModel], dict[str, Callable[[list[str]], Any]]], phrase_model: StaticModel
+) -> None:
+    want = phrase_model.encode(PHRASE_TEXTS)
+    assert not np.allclose(want[:3], phrase_model.without_phrases().encode(PHRASE_TEXTS[:3]), atol=0.01)
+    for name, embed in framework(phrase_model).items():
+        np.testing.assert_array_equal(np.array(embed(PHRASE_TEXTS), np.float32), want, err_msg=name)
 
 
 # ---------------------------------------------------------------- LangChain

@@ -500,3 +500,27 @@ def test_a_write_never_builds_on_vectors_another_writer_replaced(index: Index) -
     fresh = Index.open(index.path)
     assert fresh.info()["vectors"] == len(fresh) - 2  # every non-empty document has its vector
     assert {"from-a", "from-b"} <= set(ids(fresh.search("cat king", 20, mode="dense")))
+
+
+def test_an_index_of_a_phrase_model_encodes_queries_and_documents_with_its_phrases(
+    phrase_model: StaticModel, tmp_path: Path
+) -> None:
+    from conftest import PHRASE_TEXTS
+
+    docs = [{"id": str(i), "text": text} for i, text in enumerate(PHRASE_TEXTS)]
+    built = Index.build(phrase_model.save(tmp_path / "m"), docs, tmp_path / "ix")
+    try:
+        query = "the king"
+        hits = built.search(query, k=len(docs), mode="dense", exact=True)
+        vectors = phrase_model.encode_document(PHRASE_TEXTS)
+        want = vectors @ phrase_model.encode_query(query)
+        got = {hit.id: hit.score for hit in hits}
+        assert got == pytest.approx(
+            {str(i): float(s) for i, s in enumerate(want) if PHRASE_TEXTS[i] != "zzz"}, abs=1e-3
+        )
+        plain = phrase_model.without_phrases()
+        assert not np.allclose(
+            want, plain.encode_document(PHRASE_TEXTS) @ plain.encode_query(query), atol=0.01
+        )
+    finally:
+        built.close()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from conftest import PHRASE_TEXTS
 from staticsem import StaticModel
 from staticsem.serve import Limits, ServeSettings, create_app
 from staticsem.serve.app import app_from_settings
@@ -56,6 +57,13 @@ TEXTS = ["the cat sat on the mat", "a happy dog ran", "Paris france", "zzzz qqq"
 def test_embeddings_match_the_model(client: TestClient, tiny_model: StaticModel, encoding: str) -> None:
     got = embed(client, input=TEXTS, model="anything", encoding_format=encoding)
     np.testing.assert_allclose(got, tiny_model.encode(TEXTS), atol=1e-6)
+
+
+def test_embeddings_count_the_models_phrases(phrase_model: StaticModel) -> None:
+    with TestClient(create_app(phrase_model, name="phrases")) as client:
+        got = embed(client, input=PHRASE_TEXTS, model="phrases")
+    np.testing.assert_allclose(got, phrase_model.encode(PHRASE_TEXTS), atol=1e-6)
+    assert not np.allclose(got[:3], phrase_model.without_phrases().encode(PHRASE_TEXTS[:3]), atol=0.01)
 
 
 def test_embeddings_answer_in_openai_shape(client: TestClient) -> None:
