@@ -17,6 +17,7 @@ import pytest
 from fakes import FakeTeacher, tiny_swe, write_corpus
 from staticsem import load
 from staticsem.distillation.corpus import scan as scan_module
+from staticsem.distillation.corpus import stored as stored_module
 from staticsem.distillation.corpus.exclude import sentence_hash
 from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
 from staticsem.distillation.corpus.sampling import (
@@ -24,6 +25,7 @@ from staticsem.distillation.corpus.sampling import (
     sample_sentences,
     select_sentences,
     select_stored,
+    sentence_words,
 )
 from staticsem.distillation.corpus.scan import Words, stream_sentences
 from staticsem.distillation.corpus.stored import StoredCorpus
@@ -118,6 +120,37 @@ def test_counts_choice_and_short_draw_from_the_stored_corpus_are_the_one_process
     assert candidates == short
     assert sample_sentences(candidates, 40, set(want.sentences), 3) == sample_sentences(
         iter(short), 40, set(want.sentences), 3
+    )
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_the_stored_corpus_gives_every_sentence_its_vocabulary_rows_across_chunk_edges(
+    corpus: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """``rows`` turns ``ID_ROWS`` sentences at a time into vocabulary rows (65,536 in a build): made small,
+    a corpus of ~1,500 sentences crosses many chunk edges and ends in a partial chunk. Every sentence's rows
+    (its vocabulary words, in order, repeats kept; none for a sentence without one) are its own words'."""
+    monkeypatch.setattr(stored_module, "ID_ROWS", chunk)
+    sources, settings = corpus[:3], options(corpus)
+    stored = StoredCorpus.build(
+        tmp_path / "stored", sources, settings, Words(lowercase=True), workers=1, show_progress=False
+    )
+    sentences = list(iter_sentences(sources, settings))
+    assert stored.sentences == len(sentences) and (chunk == 1 or len(sentences) % chunk)
+    counts, _ = count_words(sentences, lowercase=True, show_progress=False)
+    # words of middling frequency, then some rarer ones and a word the corpus lacks: rows in another order
+    # than the stored table's first-seen one, and sentences with no vocabulary word at all
+    vocab = [w for w, _ in counts.most_common(30)][:10:-1] + [w for w, c in counts.items() if c == 2][:5]
+    vocab.append("nowhere")
+    index = {word: row for row, word in enumerate(vocab)}
+    want = [[index[w] for w in sentence_words(s, True) if w in index] for s in sentences]
+    got = list(stored.rows(vocab))
+    assert len(got) == len(want) and got == want
+    assert [] in want and any(len(row) > 3 for row in want)
+    choice = select_stored(stored, vocab, counts, [4] * len(vocab), 1.0, False)
+    assert (
+        choice.sentences
+        == select_sentences(sentences, vocab, counts, [4] * len(vocab), True, 1.0, False).sentences
     )
 
 
@@ -260,3 +293,26 @@ def test_a_build_on_several_workers_is_the_one_process_build(
     again.run_steps(("select",), again.keys)
     assert again.records["select"]["sentences"] == one.records["select"]["sentences"]
     assert Counter(again.records["vocab"]["words"]) == Counter(one.records["vocab"]["words"])
+
+
+def test_the_steps_after_the_vocabulary_read_the_stored_corpus_not_the_files(
+    tmp_path: Path, subword_tokenizer: object
+) -> None:
+    """The corpus is read once: with its file gone after the vocabulary step, the choice and the short
+    sentences' draw still run, and choose what a build with the file there chooses."""
+    corpus = write_corpus(tmp_path / "corpus.txt", count=600)
+    settings = tiny_swe(corpus, kd_short=40, stages=("extract", "pca", "kd"), fallback="prefix")
+    teacher = FakeTeacher(subword_tokenizer)  # type: ignore[arg-type]
+    runs = {
+        name: Pipeline(settings, tmp_path / name, teacher=teacher, show_progress=False, workers=1)  # type: ignore[arg-type]
+        for name in ("there", "gone")
+    }
+    steps = ("vocab", "select", "targets")
+    runs["there"].run_steps(steps, runs["there"].keys)
+    gone = runs["gone"]
+    gone.run_steps(steps[:1], gone.keys)
+    corpus.rename(tmp_path / "elsewhere.txt")
+    gone.run_steps(steps[1:], gone.keys)
+    for step in steps[1:]:
+        assert gone.records[step]["sentences"] == runs["there"].records[step]["sentences"], step
+    assert gone.records["targets"]["short"] == 40
