@@ -229,12 +229,31 @@ def test_the_pool_returns_results_in_order_and_raises_a_jobs_error_as_one_line()
         list(pool.map(failing))
     with (
         Pool("pool_jobs:slow_sum", {"scale": 1}, setup="pool_jobs:sum_setup", workers=2) as pool,
-        pytest.raises(StaticsemError, match="a worker process stopped .exit code"),
+        pytest.raises(StaticsemError, match=r"worker process 2 of 2 \(pid \d+\) stopped .*\(exit code 3\)"),
     ):
-        list(pool.map([Message({"n": 1}), Message({"n": 0, "die": True})]))
+        list(pool.map([Message({"n": 1}), Message({"n": 0, "exit": 3})]))
     with pytest.raises(InputError, match="--workers must be at least 1, got 0"):
         check_workers(0)
     assert check_workers(None) >= 1
+
+
+@pytest.mark.timeout(60)  # a lost answer waited for forever is a failure too
+@pytest.mark.parametrize("at", [0, 10, 29])
+def test_a_worker_that_exits_cleanly_mid_stream_is_an_error_naming_it_never_a_short_result(at: int) -> None:
+    """A child that ends with exit code 0 before answering (a library calling ``sys.exit(0)``, an
+    ``os._exit``) has lost its messages: the stream fails, naming which process, wherever the exit falls."""
+    messages = [Message({"n": n, **({"exit": 0} if n == at else {})}) for n in range(30)]
+    got: list[int] = []
+    with Pool("pool_jobs:slow_sum", {"scale": 1}, setup="pool_jobs:sum_setup", workers=3) as pool:
+        pids = [child.process.pid for child in pool.children]
+        with pytest.raises(StaticsemError) as raised:
+            got.extend(m.meta["sum"] for m in pool.map(messages))
+    dead = at % 3  # message i goes to process i % 3
+    assert str(raised.value).startswith(
+        f"worker process {dead + 1} of 3 (pid {pids[dead]}) stopped before it answered (exit code 0)"
+    )
+    assert got == [n * (n - 1) // 2 for n in range(at)]  # the answers before it, then the error
+    assert len(str(raised.value).splitlines()) == 1
 
 
 def test_a_busy_worker_does_not_hold_up_the_others() -> None:
