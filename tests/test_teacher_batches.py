@@ -334,6 +334,19 @@ def test_a_partial_of_another_plan_is_not_resumed(
     assert plan_key(token_batches(teacher.token_counts(corpus), 200)) != plan_key(length_batches(corpus, 8))
 
 
+def test_the_plan_key_tells_apart_plans_that_differ_anywhere() -> None:
+    """A partial is resumed only under its own plan: the key covers the whole order, not only its first
+    sentences (it once hashed the first 256 sentence numbers), and the cut into batches."""
+    order = np.arange(1000)
+    late = order.copy()
+    late[[900, 901]] = late[[901, 900]]  # the same batches' sizes; two sentences swapped near the end
+    plan, swapped = [order[:500], order[500:]], [late[:500], late[500:]]
+    assert plan_key(plan) == plan_key([order[:500].copy(), order[500:].copy()])
+    assert plan_key(plan) != plan_key(swapped)
+    assert plan_key(plan) != plan_key([order[:499], order[499:]])
+    assert plan_key(plan) != plan_key([order[:500], order[500:999]])
+
+
 # ---------------------------------------------------------------------------------------------- devices
 def test_a_device_and_precision_that_cannot_run_are_refused_in_one_line(tmp_path: Path) -> None:
     from typer.testing import CliRunner
