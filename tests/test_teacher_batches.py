@@ -8,6 +8,7 @@ device checks that nothing the reduction or the training reads is left behind on
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -437,6 +438,41 @@ def test_a_device_and_precision_that_cannot_run_are_refused_in_one_line(tmp_path
         "fp32",
     )
     assert resolve_runtime("ray-gpu", "auto").precision == "fp16"  # GPU replicas: torch at fp16
+
+
+@pytest.mark.parametrize("method", ["swe", "token"])
+def test_the_teacher_precision_asked_on_the_command_line_is_the_one_the_teacher_runs_at(
+    tiny_teacher: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """``--teacher-precision bf16`` reaches the teacher that makes the passes (its weights are bf16 at every
+    pass), not only config.json; the model card says where and how it ran."""
+    from typer.testing import CliRunner
+
+    from staticsem.cli import app
+    from staticsem.io import card
+
+    ran: list[torch.dtype] = []
+    real = Teacher.run
+
+    def recording(self: Teacher, inputs: Any, layer: int | None = None) -> Any:
+        ran.append(next(self.transformer.parameters()).dtype)
+        return real(self, inputs, layer)
+
+    monkeypatch.setattr(Teacher, "run", recording)
+    out = tmp_path / "m"
+    args = ["distill", method, "--teacher", str(tiny_teacher), "--out", str(out), "--dtype", "float32"]
+    args += ["--teacher-backend", "torch", "--teacher-precision", "bf16", "--device", "cpu"]
+    if method == "swe":
+        corpus = write_corpus(tmp_path / "c.txt", count=200)
+        args += ["--corpus", str(corpus), "--stages", "extract", "--vocab-size", "30", "--min-count", "2"]
+    else:
+        args += ["--vocab-size", "40", "--dim", "8"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert ran and set(ran) == {torch.bfloat16}
+    metadata = json.loads((out / "config.json").read_text())["metadata"]
+    assert metadata["settings"]["teacher_precision"] == "bf16"
+    assert "| teacher ran on | cpu, torch bf16 |" in card.render(out)
 
 
 def test_a_teacher_saved_in_half_precision_runs_at_the_precision_asked(
