@@ -129,8 +129,10 @@ def test_the_stored_corpus_gives_every_sentence_its_vocabulary_rows_across_chunk
 ) -> None:
     """``rows`` turns ``ID_ROWS`` sentences at a time into vocabulary rows (65,536 in a build): made small,
     a corpus of ~1,500 sentences crosses many chunk edges and ends in a partial chunk. Every sentence's rows
-    (its vocabulary words, in order, repeats kept; none for a sentence without one) are its own words'."""
+    (its vocabulary words, in order, repeats kept; none for a sentence without one) are its own words', and
+    the sentences chosen by them are read back whole."""
     monkeypatch.setattr(stored_module, "ID_ROWS", chunk)
+    monkeypatch.setattr(scan_module, "LINES", 37)  # the scan's messages have edges of their own
     sources, settings = corpus[:3], options(corpus)
     stored = StoredCorpus.build(
         tmp_path / "stored", sources, settings, Words(lowercase=True), workers=1, show_progress=False
