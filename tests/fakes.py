@@ -135,6 +135,14 @@ class FakeTeacher:
         return ((out.states * weights).sum(1) / weights.sum(1).clamp(min=1)).numpy()
 
 
+class CountingTeacher(FakeTeacher):
+    """A fake teacher that counts its tokens (a word or punctuation mark each, plus [CLS] and [SEP]) as a real
+    one does: its passes are planned by token count, and by a token budget where one is given."""
+
+    def token_counts(self, texts: list[str]) -> np.ndarray:
+        return np.array([len(_PRE.pre_tokenize_str(text)) + 2 for text in texts], np.int64)
+
+
 # modules whose safetensors writes ``kill_inside_write`` watches
 WRITERS = ("staticsem.io.atomic",)  # write_tensors: checkpoints, step outputs, training states, model files
 

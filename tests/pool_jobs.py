@@ -19,10 +19,10 @@ def sum_setup(params: dict[str, Any]) -> dict[str, Any]:
 
 def slow_sum(state: dict[str, Any], message: Message) -> Message:
     """``scale`` times the sum of ``x`` (slower for odd counts, so results finish out of order); a negative
-    count is a user's error, ``die`` ends the process."""
+    count is a user's error, ``exit`` ends the process with that exit code (0: a clean exit)."""
     count = message.meta["n"]
-    if message.meta.get("die"):
-        os._exit(3)
+    if "exit" in message.meta:
+        os._exit(message.meta["exit"])
     if count < 0:
         raise InputError(f"a negative count: {count}")
     if count % 2:

@@ -145,6 +145,28 @@ def test_the_card_shows_the_search_modes_and_the_pairs_training_the_folder_holds
     assert "encode_query" not in text and "trained on pairs" not in text
 
 
+def test_the_card_says_where_the_teacher_ran_as_the_build_recorded_it(
+    made: Path, tmp_path: Path, subword_tokenizer: Any
+) -> None:
+    """The "teacher ran on" line is the build's runtime record (config.json), not the machine rendering the
+    card: a GPU build's line read on this CPU machine; none for a model that records none; and a build's own
+    record, end to end (a CPU build at a precision that is not this machine's default)."""
+    from fakes import FakeTeacher, tiny_swe, write_corpus
+    from staticsem.distillation.methods.swe.pipeline import Pipeline
+
+    assert "teacher ran on" not in card.render(made)
+    config = json.loads((made / "config.json").read_text())
+    config["metadata"]["runtime"] = {"device": "cuda:0 (NVIDIA H200), torch fp16", "workers": 16}
+    (made / "config.json").write_text(json.dumps(config))
+    assert "| teacher ran on | cuda:0 (NVIDIA H200), torch fp16 |" in card.render(made)
+    corpus = write_corpus(tmp_path / "corpus.txt", count=300)
+    settings = tiny_swe(corpus, stages=("extract",), teacher_backend="torch", teacher_precision="bf16")
+    Pipeline(settings, tmp_path / "built", teacher=FakeTeacher(subword_tokenizer), device="cpu").run()
+    recorded = json.loads((tmp_path / "built" / "config.json").read_text())["metadata"]["runtime"]
+    assert recorded["device"] == "cpu, torch bf16"
+    assert "| teacher ran on | cpu, torch bf16 |" in card.render(tmp_path / "built")
+
+
 def test_without_recorded_languages_the_card_claims_none(made: Path) -> None:
     """Like the English default: an untagged corpus and an English teacher record no language."""
     config = json.loads((made / "config.json").read_text())

@@ -225,3 +225,29 @@ def test_a_set_of_two_languages_is_measured_only_when_both_are_asked_for(tmp_pat
     assert list(CrossLingualSTS(tmp_path, languages=("de",)).pairs) == ["stsb-en-de-dev"]
     with pytest.raises(InputError, match="xsts: no set in fr among"):
         CrossLingualSTS(tmp_path, languages=("fr",), files=["stsb-en-de-dev.tsv"])
+
+
+@pytest.mark.parametrize("asked", [("de",), ("de", "en"), ("de", "en", "fr")])
+def test_a_set_whose_file_names_no_language_is_left_out_when_languages_are_given(
+    tmp_path: Path, asked: tuple[str, ...]
+) -> None:
+    """A cross-lingual STS or bitext set named without a language code belongs to no language: every set
+    is measured without ``--languages``; with it, that set is left out, English asked for or not (an STS
+    set named so is English, the ``sts`` task's default, and stays when English is asked for)."""
+    data = write_multilingual_data(write_eval_data(tmp_path / "data"))
+    write_rows(data / "xsts" / "mixed-pairs.tsv", ["4\tthe dog\tdedog", "1\tthe dog\tdecat", "2\tcat\tdedog"])
+    write_rows(data / "parallel" / "news-commentary.tsv", ["the dog\tdedog", "a cat\tdecat", "rain\tderain"])
+    assert "mixed-pairs" in CrossLingualSTS(data).datasets
+    assert "news-commentary" in BitextRetrieval(data).datasets
+    assert CrossLingualSTS(data, languages=asked).datasets == [
+        f"stsb-en-{lang}-dev" for lang in ("de", "fr") if lang in asked
+    ]
+    assert BitextRetrieval(data, languages=asked).datasets == [
+        f"tatoeba-laser-{code}-eng" for lang, code in (("de", "deu"), ("fr", "fra")) if lang in asked
+    ]
+    tasks = ["xsts", "bitext", *(["sts"] if "en" in asked else [])]
+    report = run_tasks({"w": WordEncoder()}, data, tasks, languages=asked, speed=False, show_progress=False)
+    measured = {stem for task in report["tasks"].values() for stem in task["datasets"]}
+    assert not {"mixed-pairs", "news-commentary"} & measured
+    assert ("stsb-dev" in measured) == ("en" in asked)
+    assert set(report["models"]["w"]["results"]["xsts"]) == {*report["tasks"]["xsts"]["datasets"], "mean"}

@@ -163,7 +163,14 @@ def test_hand_over_gives_a_languages_unused_words_and_short_sentences_to_the_oth
     assert len(handed.records["merge"]["words"]) > len(plain.records["merge"]["words"])
     targets = {run: json.loads((run.work.folder / "targets.json").read_text()) for run in (plain, handed)}
     assert targets[plain]["short"] < 600 == targets[handed]["short"]  # Swedish's shortfall drawn elsewhere
-    assert targets[handed]["short_languages"]["sv"] == targets[plain]["short_languages"]["sv"]
+    short = targets[handed]["short_languages"]
+    assert short["sv"] == targets[plain]["short_languages"]["sv"]
+    # the others share the 600 by the sentences stage 1 chose in each (English more than German here)
+    chosen = {lang: len(run.records["select"]["sentences"]) for lang, run in handed.subruns.items()}
+    assert chosen["en"] > 1.2 * chosen["de"]
+    for lang in ("en", "de"):
+        share = (600 - short["sv"]) * chosen[lang] / (chosen["en"] + chosen["de"])
+        assert abs(short[lang] - share) <= 1, (short, chosen)
 
 
 def test_a_spaceless_language_gets_the_greedy_splitter_and_spaced_ones_words_in_stage_1(three: Path) -> None:

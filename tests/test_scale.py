@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,12 +23,22 @@ from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 import staticsem
-from fakes import FakeTeacher, fake_replica, missing_teacher, passes, slow_first_split, write_corpus
+from fakes import (
+    CountingTeacher,
+    FakeTeacher,
+    fake_replica,
+    missing_teacher,
+    passes,
+    slow_first_split,
+    write_corpus,
+)
 from staticsem.cli import app
 from staticsem.distillation.corpus.sampling import count_words
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 from staticsem.distillation.methods.x2static.run import X2StaticRun, X2StaticSettings
+from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import KDSettings
+from staticsem.distillation.stages.plans import plan_key, token_batches
 from staticsem.errors import InputError
 from staticsem.scale import connect, require_ray
 from staticsem.scale.distill import RayScale
@@ -185,6 +196,36 @@ def test_x2static_on_ray_equals_the_single_process_build(
         ).run("float32")
     assert one.vocab == two.vocab and one.metadata["teacher_passes"] == two.metadata["teacher_passes"]
     np.testing.assert_allclose(one.vectors, two.vectors, rtol=1e-4, atol=1e-5)
+
+
+def test_the_replicas_read_the_single_process_plan_under_a_token_budget(
+    cluster: None, corpus: Path, subword_tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    """With a token budget (a GPU's), the batches the replicas read are the single process's (its plan:
+    token counts cut at the budget, not ``batch_size`` sentences), the partial carries that plan's key, and
+    the sums are the single process's."""
+    sentences = corpus.read_text(encoding="utf-8").splitlines()[:300]
+    vocab = ["the", "cat", "dog", "a", "tax", "law", "music", "song", "river", "of"]
+    options: dict[str, Any] = {
+        "lowercase": True,
+        "batch_size": 16,
+        "batch_tokens": 90,
+        "show_progress": False,
+    }
+    teacher = CountingTeacher(subword_tokenizer)
+    single = extract(teacher, sentences, vocab, **options)
+    plan = token_batches(teacher.token_counts(sentences), 90)
+    assert {len(b) for b in plan} != {16} and teacher.sentences == 300
+    log, partial = tmp_path / "plan.log", tmp_path / "stage1.partial.safetensors"
+    build = functools.partial(fake_replica, subword_tokenizer, log=log)
+    with RayScale("auto", 1, build=build, shard_sentences=64, show_progress=False) as scale:
+        scaled = scale.extract(teacher, sentences, vocab, checkpoint=partial, **options)
+    sizes = [int(line) for line in log.read_text().split() if line != "start"]
+    assert sorted(sizes) == sorted(len(b) for b in plan)
+    assert load_file(str(partial))["plan"].tobytes().decode() == plan_key(plan)
+    np.testing.assert_array_equal(scaled.counts, single.counts)
+    np.testing.assert_allclose(scaled.sums, single.sums, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(scaled.embeddings, single.embeddings, atol=1e-6)
 
 
 def test_a_replica_killed_mid_extraction_costs_only_its_shard(

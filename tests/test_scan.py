@@ -17,6 +17,7 @@ import pytest
 from fakes import FakeTeacher, tiny_swe, write_corpus
 from staticsem import load
 from staticsem.distillation.corpus import scan as scan_module
+from staticsem.distillation.corpus import stored as stored_module
 from staticsem.distillation.corpus.exclude import sentence_hash
 from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences
 from staticsem.distillation.corpus.sampling import (
@@ -24,6 +25,7 @@ from staticsem.distillation.corpus.sampling import (
     sample_sentences,
     select_sentences,
     select_stored,
+    sentence_words,
 )
 from staticsem.distillation.corpus.scan import Words, stream_sentences
 from staticsem.distillation.corpus.stored import StoredCorpus
@@ -121,6 +123,39 @@ def test_counts_choice_and_short_draw_from_the_stored_corpus_are_the_one_process
     )
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+def test_the_stored_corpus_gives_every_sentence_its_vocabulary_rows_across_chunk_edges(
+    corpus: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """``rows`` turns ``ID_ROWS`` sentences at a time into vocabulary rows (65,536 in a build): made small,
+    a corpus of ~1,500 sentences crosses many chunk edges and ends in a partial chunk. Every sentence's rows
+    (its vocabulary words, in order, repeats kept; none for a sentence without one) are its own words', and
+    the sentences chosen by them are read back whole."""
+    monkeypatch.setattr(stored_module, "ID_ROWS", chunk)
+    monkeypatch.setattr(scan_module, "LINES", 37)  # the scan's messages have edges of their own
+    sources, settings = corpus[:3], options(corpus)
+    stored = StoredCorpus.build(
+        tmp_path / "stored", sources, settings, Words(lowercase=True), workers=1, show_progress=False
+    )
+    sentences = list(iter_sentences(sources, settings))
+    assert stored.sentences == len(sentences) and (chunk == 1 or len(sentences) % chunk)
+    counts, _ = count_words(sentences, lowercase=True, show_progress=False)
+    # words of middling frequency, then some rarer ones and a word the corpus lacks: rows in another order
+    # than the stored table's first-seen one, and sentences with no vocabulary word at all
+    vocab = [w for w, _ in counts.most_common(30)][:10:-1] + [w for w, c in counts.items() if c == 2][:5]
+    vocab.append("nowhere")
+    index = {word: row for row, word in enumerate(vocab)}
+    want = [[index[w] for w in sentence_words(s, True) if w in index] for s in sentences]
+    got = list(stored.rows(vocab))
+    assert len(got) == len(want) and got == want
+    assert [] in want and any(len(row) > 3 for row in want)
+    choice = select_stored(stored, vocab, counts, [4] * len(vocab), 1.0, False)
+    assert (
+        choice.sentences
+        == select_sentences(sentences, vocab, counts, [4] * len(vocab), True, 1.0, False).sentences
+    )
+
+
 def test_a_worker_that_counts_a_message_short_is_seen(
     corpus: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -196,12 +231,31 @@ def test_the_pool_returns_results_in_order_and_raises_a_jobs_error_as_one_line()
         list(pool.map(failing))
     with (
         Pool("pool_jobs:slow_sum", {"scale": 1}, setup="pool_jobs:sum_setup", workers=2) as pool,
-        pytest.raises(StaticsemError, match="a worker process stopped .exit code"),
+        pytest.raises(StaticsemError, match=r"worker process 2 of 2 \(pid \d+\) stopped .*\(exit code 3\)"),
     ):
-        list(pool.map([Message({"n": 1}), Message({"n": 0, "die": True})]))
+        list(pool.map([Message({"n": 1}), Message({"n": 0, "exit": 3})]))
     with pytest.raises(InputError, match="--workers must be at least 1, got 0"):
         check_workers(0)
     assert check_workers(None) >= 1
+
+
+@pytest.mark.timeout(60)  # a lost answer waited for forever is a failure too
+@pytest.mark.parametrize("at", [0, 10, 29])
+def test_a_worker_that_exits_cleanly_mid_stream_is_an_error_naming_it_never_a_short_result(at: int) -> None:
+    """A child that ends with exit code 0 before answering (a library calling ``sys.exit(0)``, an
+    ``os._exit``) has lost its messages: the stream fails, naming which process, wherever the exit falls."""
+    messages = [Message({"n": n, **({"exit": 0} if n == at else {})}) for n in range(30)]
+    got: list[int] = []
+    with Pool("pool_jobs:slow_sum", {"scale": 1}, setup="pool_jobs:sum_setup", workers=3) as pool:
+        pids = [child.process.pid for child in pool.children]
+        with pytest.raises(StaticsemError) as raised:
+            got.extend(m.meta["sum"] for m in pool.map(messages))
+    dead = at % 3  # message i goes to process i % 3
+    assert str(raised.value).startswith(
+        f"worker process {dead + 1} of 3 (pid {pids[dead]}) stopped before it answered (exit code 0)"
+    )
+    assert got == [n * (n - 1) // 2 for n in range(at)]  # the answers before it, then the error
+    assert len(str(raised.value).splitlines()) == 1
 
 
 def test_a_busy_worker_does_not_hold_up_the_others() -> None:
@@ -260,3 +314,26 @@ def test_a_build_on_several_workers_is_the_one_process_build(
     again.run_steps(("select",), again.keys)
     assert again.records["select"]["sentences"] == one.records["select"]["sentences"]
     assert Counter(again.records["vocab"]["words"]) == Counter(one.records["vocab"]["words"])
+
+
+def test_the_steps_after_the_vocabulary_read_the_stored_corpus_not_the_files(
+    tmp_path: Path, subword_tokenizer: object
+) -> None:
+    """The corpus is read once: with its file gone after the vocabulary step, the choice and the short
+    sentences' draw still run, and choose what a build with the file there chooses."""
+    corpus = write_corpus(tmp_path / "corpus.txt", count=600)
+    settings = tiny_swe(corpus, kd_short=40, stages=("extract", "pca", "kd"), fallback="prefix")
+    teacher = FakeTeacher(subword_tokenizer)  # type: ignore[arg-type]
+    runs = {
+        name: Pipeline(settings, tmp_path / name, teacher=teacher, show_progress=False, workers=1)  # type: ignore[arg-type]
+        for name in ("there", "gone")
+    }
+    steps = ("vocab", "select", "targets")
+    runs["there"].run_steps(steps, runs["there"].keys)
+    gone = runs["gone"]
+    gone.run_steps(steps[:1], gone.keys)
+    corpus.rename(tmp_path / "elsewhere.txt")
+    gone.run_steps(steps[1:], gone.keys)
+    for step in steps[1:]:
+        assert gone.records[step]["sentences"] == runs["there"].records[step]["sentences"], step
+    assert gone.records["targets"]["short"] == 40

@@ -197,10 +197,13 @@ def test_a_pass_keeps_each_sentence_s_plain_token_mean() -> None:
     assert counts.tolist() == [2]
 
 
+SRC = Path(__file__).parents[1] / "src"  # the tree under test: a child must run it, not an installed copy
 CHILD = """
 import sys
 sys.path.insert(0, {tests!r})
 from pathlib import Path
+import staticsem
+assert Path(staticsem.__file__).resolve().is_relative_to(Path({src!r}).resolve()), staticsem.__file__
 from conftest import PIECES
 from fakes import FakeTeacher, tiny_swe, write_corpus
 from test_swe import settings
@@ -214,12 +217,12 @@ Pipeline(settings(Path({corpus!r})), Path({out!r}), teacher=teacher, show_progre
 
 def test_resume_after_sigkill(corpus_dir: Path, clean: Path, subword_tokenizer: Tokenizer) -> None:
     reference = staticsem.load(clean / "clean")
+    tests = str(Path(__file__).parent)
     code = CHILD.format(
-        tests=str(Path(__file__).parent), corpus=str(corpus_dir / "corpus.txt"), out=str(corpus_dir / "model")
+        tests=tests, src=str(SRC), corpus=str(corpus_dir / "corpus.txt"), out=str(corpus_dir / "model")
     )
-    child = subprocess.Popen(
-        [sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    )
+    path = os.pathsep.join([str(SRC), tests, *filter(None, [os.environ.get("PYTHONPATH")])])
+    child = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": path})
     work = corpus_dir / ".model.work"
     deadline = time.monotonic() + 60
     while not list(work.glob("stage1-*.partial.safetensors")) and time.monotonic() < deadline:

@@ -8,6 +8,7 @@ device checks that nothing the reduction or the training reads is left behind on
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from safetensors.numpy import load_file
 
 from fakes import FakeTeacher, write_corpus
 from staticsem.distillation.stages.contexts import chunk_arrays, group_contexts
@@ -22,6 +24,7 @@ from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Distillation, Regression
 from staticsem.distillation.stages.passes import reduce_batch, zero_sums
 from staticsem.distillation.stages.plans import length_batches, plan_batches, plan_key, token_batches
+from staticsem.distillation.teachers import teacher as teacher_module
 from staticsem.distillation.teachers.batches import Prepared, trim_offsets
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.distillation.workers import Pool
@@ -334,6 +337,71 @@ def test_a_partial_of_another_plan_is_not_resumed(
     assert plan_key(token_batches(teacher.token_counts(corpus), 200)) != plan_key(length_batches(corpus, 8))
 
 
+@pytest.mark.parametrize("batch_size", [8, 5])
+def test_a_periodic_partial_resumes_only_under_its_own_plan(
+    subword_tokenizer: Any, tmp_path: Path, batch_size: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run stopped after 3 batches of 8 saved a partial at each batch (``save_every=0``): a rerun under the
+    same plan passes only the rest; under another plan (batches of 5) it starts over, so it equals a fresh
+    run of that plan and reads every sentence."""
+    corpus = write_corpus(tmp_path / "c.txt", count=80).read_text(encoding="utf-8").splitlines()
+    vocab, partial = ["the", "cat", "a", "of", "music"], tmp_path / "stage1.partial.safetensors"
+    options: dict[str, Any] = {"lowercase": True, "show_progress": False, "save_every": 0.0}
+    with pytest.raises(KeyboardInterrupt):
+        extract(
+            FakeTeacher(subword_tokenizer, fail_after=3),
+            corpus,
+            vocab,
+            batch_size=8,
+            checkpoint=partial,
+            **options,
+        )
+    assert int(load_file(str(partial))["done"][0]) == 3  # a periodic save, not the last
+    teacher = FakeTeacher(subword_tokenizer)
+    with caplog.at_level(logging.WARNING, logger="staticsem.distillation.stages.extract"):
+        got = extract(teacher, corpus, vocab, batch_size=batch_size, checkpoint=partial, **options)
+    fresh = extract(FakeTeacher(subword_tokenizer), corpus, vocab, batch_size=batch_size, **options)
+    other = batch_size != 8
+    assert teacher.sentences == (len(corpus) if other else len(corpus) - 3 * 8)
+    assert ("stage 1 starts over" in caplog.text) == other
+    np.testing.assert_array_equal(got.counts, fresh.counts)
+    np.testing.assert_allclose(got.sums, fresh.sums, rtol=1e-6, atol=1e-5)
+    np.testing.assert_array_equal(got.embeddings, fresh.embeddings)
+
+
+def test_the_plan_key_tells_apart_plans_that_differ_anywhere() -> None:
+    """A partial is resumed only under its own plan: the key covers the whole order, not only its first
+    sentences (it once hashed the first 256 sentence numbers), and the cut into batches."""
+    order = np.arange(1000)
+    late = order.copy()
+    late[[900, 901]] = late[[901, 900]]  # the same batches' sizes; two sentences swapped near the end
+    plan, swapped = [order[:500], order[500:]], [late[:500], late[500:]]
+    assert plan_key(plan) == plan_key([order[:500].copy(), order[500:].copy()])
+    assert plan_key(plan) != plan_key(swapped)
+    assert plan_key(plan) != plan_key([order[:499], order[499:]])
+    assert plan_key(plan) != plan_key([order[:500], order[500:999]])
+
+
+@pytest.mark.parametrize("chunk", [2, 3, 64])
+def test_token_counts_past_the_first_chunk_are_each_text_s_own(
+    teachers: dict[str, Teacher], monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    """``token_counts`` tokenises ``COUNT_CHUNK`` texts at a time (8,192 in a build): made small, every
+    text after the first chunk, the last partial chunk included, has the count the teacher's own tokenizer
+    gives it (with the prompt and the special tokens, cut at the teacher's limit)."""
+    monkeypatch.setattr(teacher_module, "COUNT_CHUNK", chunk)
+    teacher = teachers["prompted"]
+    texts = [*TEXTS, *(" ".join(["cat"] * n) for n in (1, 7, 3, 12, 2)), "music", ""]
+    want = [
+        len(
+            teacher.tokenizer(teacher.prompt + t, truncation=True, max_length=teacher.max_length)["input_ids"]
+        )
+        for t in texts
+    ]
+    assert len(set(want)) > 6 and max(want) == teacher.max_length and len(texts) % chunk
+    assert teacher.token_counts(texts).tolist() == want
+
+
 # ---------------------------------------------------------------------------------------------- devices
 def test_a_device_and_precision_that_cannot_run_are_refused_in_one_line(tmp_path: Path) -> None:
     from typer.testing import CliRunner
@@ -370,6 +438,41 @@ def test_a_device_and_precision_that_cannot_run_are_refused_in_one_line(tmp_path
         "fp32",
     )
     assert resolve_runtime("ray-gpu", "auto").precision == "fp16"  # GPU replicas: torch at fp16
+
+
+@pytest.mark.parametrize("method", ["swe", "token"])
+def test_the_teacher_precision_asked_on_the_command_line_is_the_one_the_teacher_runs_at(
+    tiny_teacher: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """``--teacher-precision bf16`` reaches the teacher that makes the passes (its weights are bf16 at every
+    pass), not only config.json; the model card says where and how it ran."""
+    from typer.testing import CliRunner
+
+    from staticsem.cli import app
+    from staticsem.io import card
+
+    ran: list[torch.dtype] = []
+    real = Teacher.run
+
+    def recording(self: Teacher, inputs: Any, layer: int | None = None) -> Any:
+        ran.append(next(self.transformer.parameters()).dtype)
+        return real(self, inputs, layer)
+
+    monkeypatch.setattr(Teacher, "run", recording)
+    out = tmp_path / "m"
+    args = ["distill", method, "--teacher", str(tiny_teacher), "--out", str(out), "--dtype", "float32"]
+    args += ["--teacher-backend", "torch", "--teacher-precision", "bf16", "--device", "cpu"]
+    if method == "swe":
+        corpus = write_corpus(tmp_path / "c.txt", count=200)
+        args += ["--corpus", str(corpus), "--stages", "extract", "--vocab-size", "30", "--min-count", "2"]
+    else:
+        args += ["--vocab-size", "40", "--dim", "8"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert ran and set(ran) == {torch.bfloat16}
+    metadata = json.loads((out / "config.json").read_text())["metadata"]
+    assert metadata["settings"]["teacher_precision"] == "bf16"
+    assert "| teacher ran on | cpu, torch bf16 |" in card.render(out)
 
 
 def test_a_teacher_saved_in_half_precision_runs_at_the_precision_asked(

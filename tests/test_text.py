@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -98,3 +100,54 @@ def test_containing_span_finds_each_position_s_span_within_its_own_text() -> Non
     # end is exclusive; text 1 has no span; text 2's character 1 precedes its span; negative is none
     assert span.tolist() == [0, -1, 1, -1, -1, -1, 2, 2, -1]
     assert flat.tolist() == [[0, 3], [4, 7], [2, 5]] and owner.tolist() == [0, 0, 2]
+
+
+def spans_by_search(spans: list[list[tuple[int, int]]], row: int, char: int) -> int:
+    """The flat number of the span of text ``row`` holding ``char``, looked up one by one (-1: none)."""
+    before = sum(len(found) for found in spans[:row])
+    inside = [n for n, (start, end) in enumerate(spans[row]) if start <= char < end]
+    return before + inside[0] if inside and char >= 0 else -1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet="ab .,!?", max_size=12), min_size=1, max_size=6), st.randoms())
+def test_containing_span_of_every_position_of_texts_of_several_lengths(texts: list[str], rng: Any) -> None:
+    """Every character position of texts of several lengths (one past each text's end too, and -1), in any
+    order: a text's last tokens being punctuation (past its last word) must not reach the next text's
+    first word, nor the longest text's positions go past the others'."""
+    from staticsem.text import WordSplitter, containing_span
+
+    spans = [WordSplitter().spans(text) for text in texts]
+    positions = [(row, char) for row, text in enumerate(texts) for char in range(-1, len(text) + 1)]
+    rng.shuffle(positions)
+    rows, chars = np.array([p[0] for p in positions]), np.array([p[1] for p in positions])
+    span, flat, owner = containing_span(spans, rows, chars)
+    assert span.tolist() == [spans_by_search(spans, row, char) for row, char in positions]
+    assert flat.tolist() == [list(pair) for found in spans for pair in found]
+    assert owner.tolist() == [row for row, found in enumerate(spans) for _ in found]
+
+
+def test_a_word_s_tokens_stop_at_its_text_s_end_when_punctuation_closes_the_longest_text(
+    subword_tokenizer: Tokenizer,
+) -> None:
+    """The reduction's occurrences (``batches.occurrences``): the full stop ending the longest text of a
+    batch is no token of the next text's first word; each occurrence holds its own word's tokens only."""
+    from staticsem.distillation.teachers.batches import occurrences
+    from staticsem.text import WordSplitter
+
+    texts = ["the cat sat on the mat ...", "cat", "dog.", "the dog ran!"]
+    encodings = subword_tokenizer.encode_batch(texts, add_special_tokens=False)
+    width = max(len(e.ids) for e in encodings)
+    offsets, own = np.zeros((len(texts), width, 2), np.int64), np.zeros((len(texts), width), bool)
+    for b, encoding in enumerate(encodings):
+        offsets[b, : len(encoding.ids)] = encoding.offsets
+        own[b, : len(encoding.ids)] = True
+    index = {"the": 0, "cat": 1, "dog": 2, "ran": 3}
+    positions, occurrence, words = occurrences(texts, offsets, own, index, True, WordSplitter())
+    tokens = [
+        [texts[p // width][slice(*offsets[p // width, p % width])] for p in positions[occurrence == n]]
+        for n in range(len(words))
+    ]
+    names = list(index)
+    assert [names[w] for w in words.tolist()] == ["the", "cat", "the", "cat", "dog", "the", "dog", "ran"]
+    assert tokens == [["the"], ["cat"], ["the"], ["cat"], ["dog"], ["the"], ["dog"], ["ran"]]

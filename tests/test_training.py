@@ -22,7 +22,7 @@ from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 from staticsem.distillation.stages.kd import Distillation, KDSettings
 from staticsem.distillation.stages.pairs import Anchor, Ranking, train_pairs
 from staticsem.distillation.stages.pairs_settings import PairsSettings
-from staticsem.distillation.stages.training import Objective, train_table
+from staticsem.distillation.stages.training import MIN_DEV, Objective, train_table
 from staticsem.errors import InputError, StaticsemError
 
 
@@ -79,6 +79,21 @@ class Stopping(Objective):
         return losses
 
 
+class Recording(Stopping):
+    """Records each dev evaluation's mean loss (``scores``) and the dev batches it scored (``dev``)."""
+
+    def __init__(self, inner: Objective, after: int | None = None) -> None:
+        super().__init__(inner, after)
+        self.scores: list[float] = []
+        self.dev: list[np.ndarray] = []
+
+    def batch_losses(self, table: torch.Tensor, batches) -> list[float]:  # type: ignore[no-untyped-def]
+        losses = super().batch_losses(table, batches)
+        self.scores.append(float(np.mean(losses)))
+        self.dev = list(batches)
+        return losses
+
+
 # ---------------------------------------------------------------------------------------------- dev split
 @pytest.mark.parametrize("dev_size", [0, 1])
 def test_a_dev_split_under_two_examples_trains_every_step_and_keeps_the_last_table(
@@ -93,6 +108,26 @@ def test_a_dev_split_under_two_examples_trains_every_step_and_keeps_the_last_tab
     # the last table: one step fewer ends elsewhere
     shorter, _ = train_table(model, [ranking(model)], replace(settings, max_steps=29), False)
     assert not np.array_equal(trained.vectors, shorter.vectors)
+
+
+def test_a_dev_split_of_exactly_min_dev_examples_keeps_early_stopping(
+    model: StaticModel, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``MIN_DEV`` examples are enough for a dev loss: it is scored, training stops after ``patience``
+    evaluations without a better one, and the table kept is the best evaluation's."""
+    objective = Recording(ranking(model))
+    settings = replace(LOOP, dev_size=MIN_DEV, lr=0.3, max_steps=200, patience=2)
+    with caplog.at_level(logging.WARNING, logger=TRAINING_LOG):
+        trained, stats = train_table(model, [objective], settings, False)
+    assert "without early stopping" not in caplog.text
+    assert stats["pairs_dev"] == MIN_DEV and len(objective.dev) == 1 and len(objective.dev[0]) == MIN_DEV
+    assert stats["steps"] < 200 and len(objective.scores) == 1 + stats["steps"] // 5  # stopped early
+    best = min(objective.scores)
+    assert stats["dev_loss_start"] == objective.scores[0] and stats["dev_loss_best"] == pytest.approx(best)
+    assert all(score > best for score in objective.scores[-2:])  # the last two evaluations were no better
+    with torch.no_grad():
+        kept = objective.inner.batch_losses(torch.from_numpy(trained.vectors), objective.dev)
+    assert float(np.mean(kept)) == pytest.approx(best, abs=1e-5)
 
 
 def test_train_pairs_without_a_dev_split_learns_and_says_so(model: StaticModel, tmp_path: Path) -> None:
@@ -130,18 +165,6 @@ def test_train_pairs_without_a_dev_split_learns_and_says_so(model: StaticModel, 
 def test_training_returns_the_table_of_the_best_dev_loss_not_the_last(model: StaticModel) -> None:
     """The kept table is held in place (copied into, not cloned): it must stay the best evaluation's table
     while training goes on moving the trained one."""
-
-    class Recording(Stopping):
-        def __init__(self, inner: Objective) -> None:
-            super().__init__(inner)
-            self.scores: list[float] = []
-            self.dev: list[np.ndarray] = []
-
-        def batch_losses(self, table: torch.Tensor, batches) -> list[float]:  # type: ignore[no-untyped-def]
-            losses = super().batch_losses(table, batches)
-            self.scores.append(float(np.mean(losses)))
-            self.dev = list(batches)
-            return losses
 
     objective = Recording(ranking(model))
     settings = replace(LOOP, lr=0.3, max_steps=60)  # a rate too high: the dev loss falls, then climbs
@@ -193,6 +216,31 @@ def test_a_checkpoint_made_under_other_settings_is_not_resumed(
     np.testing.assert_array_equal(again.vectors, fresh.vectors)
 
 
+def test_a_resumed_training_keeps_the_best_table_saved_before_the_stop_not_the_last(
+    model: StaticModel, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopped at step 45 of a run whose dev loss bottomed out before and climbed since (a rate too high),
+    the resumed run ends on the uninterrupted run's table: the best one, saved before the stop, not the
+    last one trained."""
+    checkpoint, settings = tmp_path / "state.safetensors", replace(LOOP, lr=0.3, max_steps=60)
+    uninterrupted = Recording(ranking(model))
+    fresh, fresh_stats = train_table(model, [uninterrupted], settings, False)
+    best_at = 5 * uninterrupted.scores.index(min(uninterrupted.scores))
+    assert 0 < best_at < 45 and min(uninterrupted.scores[10:]) > min(uninterrupted.scores) + 1e-3
+    with pytest.raises(KeyboardInterrupt):
+        train_table(
+            model, [Recording(ranking(model), after=45)], settings, False, checkpoint=checkpoint, key="k",
+            save_every=0,
+        )  # fmt: skip
+    with caplog.at_level(logging.INFO, logger=TRAINING_LOG):
+        again, stats = train_table(
+            model, [ranking(model)], settings, False, checkpoint=checkpoint, key="k", save_every=0
+        )
+    assert "training resumes at step 45" in caplog.text
+    assert stats["dev_loss_best"] == fresh_stats["dev_loss_best"]
+    np.testing.assert_array_equal(again.vectors, fresh.vectors)
+
+
 def test_an_interrupted_distillation_rerun_with_other_settings_starts_over(
     tmp_path: Path,
     subword_tokenizer: object,
@@ -226,15 +274,28 @@ def test_an_interrupted_distillation_rerun_with_other_settings_starts_over(
     np.testing.assert_array_equal(rerun.vectors, build("fresh", 3e-2, ".fresh.work").vectors)
 
 
+@pytest.mark.parametrize("changed", ["sentences", "targets", "both"])
 def test_the_pairs_checkpoint_resumes_only_the_same_anchor(
-    model: StaticModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    model: StaticModel,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    changed: str,
 ) -> None:
-    """Two anchors of the same size: a stopped training under one is not resumed under the other."""
+    """Two anchors of the same size, their sentences or their targets (or both) different, the rest the
+    same: a stopped training under one is not resumed under the other."""
     rng = np.random.default_rng(3)
     sentences = [" ".join(rng.choice(model.vocab, 4)) for _ in range(400)]
     first = Anchor(sentences, rng.normal(size=(400, 8)).astype(np.float32))
-    second = Anchor(sentences[::-1], rng.normal(size=(400, 8)).astype(np.float32))
-    assert first.digest() != second.digest() and first.digest() == Anchor(sentences, first.targets).digest()
+    others = [*sentences[:-1], " ".join(rng.choice(model.vocab, 5))]  # the last sentence another
+    moved = first.targets.copy()
+    moved[-1, -1] += 0.5  # one number of the last target another
+    second = Anchor(
+        others if changed != "targets" else sentences, moved if changed != "sentences" else first.targets
+    )
+    assert first.digest() == Anchor(list(sentences), first.targets.copy()).digest()
+    assert first.digest() != second.digest()
+    assert Anchor(["ab", "c"], first.targets).digest() != Anchor(["a", "bc"], first.targets).digest()
     pairs = topic_pairs(400, seed=9)
     settings = PairsSettings(
         batch_size=32, max_steps=40, eval_every=5, patience=100, dev_size=40, lr=0.02, anchor_weight=1.0,

@@ -21,7 +21,7 @@ from staticsem.distillation.methods.x2static.run import (
     X2StaticSettings,
     negative_sampling_loss,
 )
-from staticsem.distillation.stages.contexts import group_contexts, groups
+from staticsem.distillation.stages.contexts import chunk_arrays, group_contexts, groups
 from staticsem.errors import InputError
 
 
@@ -83,6 +83,35 @@ def test_paragraph_contexts_are_each_sentences_own_tokens(subword_tokenizer: Tok
     np.testing.assert_allclose(found[1], states[own & ~cat_tokens].mean(0).numpy(), rtol=1e-5)
     alone = teacher.forward(["Rain fell."])
     np.testing.assert_allclose(found[2], alone.states[0][alone.own[0]].mean(0).numpy(), rtol=1e-5)
+
+
+def test_every_sentence_of_a_paragraph_gets_its_own_tokens_third_and_later_too(
+    subword_tokenizer: Tokenizer,
+) -> None:
+    """Paragraphs of one to five sentences of several lengths, read in batches (``chunk_arrays``): each
+    sentence's context, the fifth of a paragraph as well as the first, is the mean of the teacher's states
+    over the tokens that lie in that sentence within its paragraph's pass, on that sentence's row."""
+    teacher = FakeTeacher(subword_tokenizer)
+    chunk = [
+        ["The cat sat.", "A dog barked loudly.", "Rain fell.", "Music and a song.", "Tax law!"],
+        ["Rain fell on the river."],
+        ["One.", "Two dogs ran.", "Three cats sat on the mat today."],
+        ["The court judge.", "A fish.", "The band played a song in the rain.", "Done."],
+    ]
+    got = chunk_arrays(teacher, chunk, {"the": 0, "cat": 1}, True, batch_size=6)["contexts"]  # type: ignore[arg-type]
+    want = []
+    for group in chunk:
+        joined = " ".join(group)
+        out = teacher.forward([joined])
+        starts = out.offsets[0, :, 0].numpy()
+        at = 0
+        for sentence in group:
+            at = joined.index(sentence, at)
+            mine = out.own[0].numpy() & (starts >= at) & (starts < at + len(sentence))
+            want.append(out.states[0][mine].mean(0).numpy())
+            at += len(sentence)
+    assert got.shape == (13, FakeTeacher.hidden_size)
+    np.testing.assert_allclose(got.astype(np.float32), np.stack(want), atol=2e-3)
 
 
 def test_groups_pack_consecutive_sentences() -> None:

@@ -190,7 +190,8 @@ class _Child:
     """One child process, the thread that writes its messages (a pipe holds 64 KiB: a busy child must never
     hold up the parent, which feeds the others meanwhile) and the thread that reads its results."""
 
-    def __init__(self, python: str, boot: dict[str, Any]) -> None:
+    def __init__(self, python: str, boot: dict[str, Any], name: str = "a worker") -> None:
+        self.name = name  # in errors: which of the pool's processes it is
         # the processes are the parallelism: each child's tokenizers run on one thread unless told otherwise
         env = {"RAYON_NUM_THREADS": "1", **os.environ}
         self.process = subprocess.Popen(
@@ -232,7 +233,10 @@ class _Child:
         got = self.results.get()
         if got is None:
             code = self.process.wait()
-            raise StaticsemError(f"a worker process stopped (exit code {code}); its error is above")
+            raise StaticsemError(
+                f"{self.name} (pid {self.process.pid}) stopped before it answered (exit code {code}); "
+                "its error, if any, is above"
+            )
         message, error = got
         if error is not None:
             _raise(error)
@@ -272,7 +276,10 @@ class Pool:
             self.job: Job = resolve(job)
             return
         try:
-            self.children = [_Child(python, self.boot) for _ in range(workers)]
+            self.children = [
+                _Child(python, self.boot, f"worker process {number} of {workers}")
+                for number in range(1, workers + 1)
+            ]
             for child in self.children:
                 child.result()  # "ready", or the setup's error
         except BaseException:

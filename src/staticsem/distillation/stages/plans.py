@@ -6,6 +6,7 @@ contexts, eval's teacher encoder and the Ray shards all read by these plans.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,7 +53,8 @@ def plan_batches(
 
 
 def plan_key(plan: Sequence[np.ndarray]) -> str:
-    """A short hash of a batch plan (a saved partial is resumed only under the same plan)."""
+    """A short hash of a batch plan: its whole order and its cut into batches (a saved partial is resumed
+    only under the same plan)."""
     sizes = [str(len(batch)) for batch in plan]
-    order = np.concatenate(plan).astype(np.int64).tobytes() if plan else b""
-    return fingerprint({"order": order.hex()[:4096], "n": len(order)}, sizes)
+    order = np.concatenate(plan).astype(np.int64) if plan else np.zeros(0, np.int64)
+    return fingerprint({"order": hashlib.sha256(order.tobytes()).hexdigest(), "n": len(order)}, sizes)
