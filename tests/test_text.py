@@ -98,3 +98,18 @@ def test_containing_span_finds_each_position_s_span_within_its_own_text() -> Non
     # end is exclusive; text 1 has no span; text 2's character 1 precedes its span; negative is none
     assert span.tolist() == [0, -1, 1, -1, -1, -1, 2, 2, -1]
     assert flat.tolist() == [[0, 3], [4, 7], [2, 5]] and owner.tolist() == [0, 0, 2]
+
+
+def test_overlapping_span_gives_a_token_the_first_word_it_covers() -> None:
+    from staticsem.text import overlapping_span, word_pattern
+
+    texts = ['"Music" (loudly) ok', "the judge's x", "", "a b"]
+    spans = [[m.span() for m in word_pattern().finditer(t)] for t in texts]
+    # tokens as [start, end): "M ; "(l" ; the lone space before "ok" kept empty at "o" ; ") " ;
+    # "judge's" (two words: the first) ; a token past the text ; an empty text's ; "a" ; a space between a, b
+    rows = np.array([0, 0, 0, 0, 1, 1, 2, 3, 3])
+    starts = np.array([0, 8, 17, 15, 4, 20, 0, 0, 2])
+    ends = np.array([2, 10, 17, 17, 11, 21, 0, 1, 2])
+    span, flat, owner = overlapping_span(spans, rows, starts, ends)
+    words = [texts[owner[s]][slice(*flat[s])] if s >= 0 else None for s in span.tolist()]
+    assert words == ["Music", "loudly", "ok", None, "judge", None, None, "a", "b"]
