@@ -1,6 +1,7 @@
 """Teacher families (``families.py``: BERT mean, CLS with an instruction prompt and INSTRUCTOR's pooling,
 one saved with ``truncate_dim``; XLM-R Unigram, MPNet, ModernBERT, Qwen3, Gemma 3 text with Dense modules):
-stage 1's word vectors are the teacher's token states recomputed sentence by sentence.
+stage 1's word vectors are the teacher's token states recomputed sentence by sentence; its targets are
+sentence-transformers' own ``encode`` with the same prompt.
 """
 
 from __future__ import annotations
@@ -98,3 +99,37 @@ def test_stage_one_reads_each_word_s_own_tokens(
     assert max(pieces) > 2 and np.mean(pieces) > 1.2  # words of several tokens: their own must be read
     assert found.counts.tolist() == counts.tolist()
     np.testing.assert_allclose(found.vectors(), sums / counts[:, None], atol=2e-5)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_targets_are_sentence_transformers_own_encode(
+    name: str,
+    stage_one: Callable[[str], tuple[Teacher, list[str], Extraction]],
+    teacher_of: Callable[[str], Path],
+) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    family = FAMILIES[name]
+    teacher, _, found = stage_one(name)
+    model = SentenceTransformer(str(teacher_of(name)), device="cpu", local_files_only=True)
+    asked = {"prompt_name": family.prompt} if family.prompt else {}  # a default prompt: encode's own choice
+    want = model.encode(TEXTS, normalize_embeddings=True, **asked)
+    assert teacher.prompt == family.prompt_text() and (teacher.prompt != "") == (name in PROMPTED)
+    assert found.embeddings.shape == want.shape == (len(TEXTS), teacher.sentence_dim)
+    np.testing.assert_allclose(found.embeddings, want, atol=1e-5)
+
+
+PROMPTED = {"bert-cls-prompt", "instructor", "qwen3", "gemma3-dense"}
+
+
+def test_the_eval_s_onnx_encoder_gives_a_truncated_teacher_s_width(
+    stage_one: Callable[[str], tuple[Teacher, list[str], Extraction]],
+    teacher_of: Callable[[str], Path],
+    tmp_path: Path,
+) -> None:
+    from staticsem.eval.encoders import TeacherBackendEncoder
+
+    encoder = TeacherBackendEncoder(str(teacher_of("bert-truncated")), "onnx", cache=tmp_path)
+    got = encoder.encode(TEXTS)
+    assert encoder.info["dim"] == 16 and got.shape == (len(TEXTS), 16)
+    np.testing.assert_allclose(got, stage_one("bert-truncated")[2].embeddings, atol=1e-4)
