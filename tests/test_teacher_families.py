@@ -1,25 +1,36 @@
 """Teacher families (``families.py``: BERT mean, CLS with an instruction prompt and INSTRUCTOR's pooling,
-one saved with ``truncate_dim``; XLM-R Unigram, MPNet, ModernBERT, Qwen3, Gemma 3 text with Dense modules):
-stage 1's word vectors are the teacher's token states recomputed sentence by sentence; its targets are
-sentence-transformers' own ``encode`` with the same prompt.
+one saved with ``truncate_dim``; XLM-R Unigram, MPNet, ModernBERT, Qwen3, Gemma 3 text with Dense modules).
+Each distils end to end on the default backend (one that ONNX cannot export runs on torch, saying why in one
+line) and config.json records the prompt text it read; stage 1's word vectors are the teacher's token states
+recomputed sentence by sentence; its targets are sentence-transformers' own ``encode`` with the same prompt.
 """
 
 from __future__ import annotations
 
 import functools
+import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from safetensors.numpy import load_file
+from typer.testing import CliRunner
 
+import staticsem
+from fakes import write_corpus
 from families import FAMILIES, TEXTS, build_family
+from staticsem.cli import app
 from staticsem.distillation.stages.extract import Extraction, extract
+from staticsem.distillation.teachers.onnx import ExportError, OnnxTransformer
 from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.text import word_pattern
 
 NAMES = list(FAMILIES)
+NOT_EXPORTED = {"gemma3-dense": "gemma3_text"}  # torch.onnx.export (TorchScript) fails on its vmap'd masks
 
 
 @pytest.fixture(scope="session")
@@ -133,3 +144,123 @@ def test_the_eval_s_onnx_encoder_gives_a_truncated_teacher_s_width(
     got = encoder.encode(TEXTS)
     assert encoder.info["dim"] == 16 and got.shape == (len(TEXTS), 16)
     np.testing.assert_allclose(got, stage_one("bert-truncated")[2].embeddings, atol=1e-4)
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Fake topic sentences (few enough that stage 1 chooses them all: KD's drawn short sentences are none)
+    and ``TEXTS``."""
+    path = write_corpus(tmp_path_factory.mktemp("corpus") / "corpus.txt", 560)
+    path.write_text(path.read_text(encoding="utf-8") + "\n".join(TEXTS) + "\n", encoding="utf-8")
+    return path
+
+
+SMALL = (
+    "--vocab-size 40 --min-count 2 --sentences-per-word 1000 --pca-sentences 300 --dim 8 --kd-max-steps 20"
+)
+SMALL += " --kd-eval-every 10 --kd-dev-size 100 --keep-work"
+
+
+def distil(name: str, teacher: Path, corpus: Path, out: Path) -> dict[str, Any]:
+    """``staticsem distill`` (SWE, default backend, small settings) with ``name``'s teacher: the metadata."""
+    family = FAMILIES[name]
+    args = ["distill", "--teacher", str(teacher), "--out", str(out), "--corpus", str(corpus), *SMALL.split()]
+    result = CliRunner().invoke(app, args + (["--prompt", family.prompt] if family.prompt else []))
+    assert result.exit_code == 0, result.output
+    return dict(json.loads((out / "config.json").read_text(encoding="utf-8"))["metadata"])
+
+
+def ran_on(name: str) -> tuple[str, str]:
+    """The backend and precision the default runs ``name``'s teacher on, on the CPU."""
+    return ("torch", "fp32") if name in NOT_EXPORTED else ("onnx-int8", "int8")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_family_distils_end_to_end_on_the_default_backend(
+    name: str,
+    teacher_of: Callable[[str], Path],
+    corpus: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    meta = distil(name, teacher_of(name), corpus, tmp_path / name)
+    backend, precision = ran_on(name)
+    assert meta["settings"]["teacher_backend"] == backend
+    assert meta["runtime"]["device"] == f"cpu, {backend} {precision}"
+    fell_back = [r.getMessage() for r in caplog.records if "cannot export this teacher" in r.getMessage()]
+    why = f"({NOT_EXPORTED.get(name)}) to ONNX (RuntimeError: unordered_map::at)"
+    line = f"the onnx-int8 teacher backend cannot export this teacher {why}: the teacher runs on torch fp32"
+    line += " instead"
+    assert fell_back == ([line] if name in NOT_EXPORTED else [])
+    family = FAMILIES[name]
+    assert meta["settings"]["prompt"] == (family.prompt_text() or None)  # the text read, a default one too
+    assert meta["steps"]["kd"]["steps"] > 0 and meta["steps"]["targets"]["short"] == 0
+    model = staticsem.load(tmp_path / name)
+    assert model.dim == 8 and np.isfinite(model.encode(TEXTS)).all()
+
+    from sentence_transformers import SentenceTransformer
+
+    work = tmp_path / f".{name}.work"
+    chosen = json.loads((work / "select.json").read_text(encoding="utf-8"))["sentences"]
+    targets = load_file(str(work / "stage1.safetensors"))["embeddings"]
+    st = SentenceTransformer(str(teacher_of(name)), device="cpu", local_files_only=True)
+    want = st.encode(
+        chosen, normalize_embeddings=True, **({"prompt_name": family.prompt} if family.prompt else {})
+    )
+    cosines = (targets * want).sum(1)  # int8 weights: near, not equal
+    assert targets.shape == want.shape and cosines.mean() > 0.99 and cosines.min() > 0.95
+
+
+def test_a_rerun_that_reuses_every_step_records_what_the_teacher_read_and_ran_on(
+    teacher_of: Callable[[str], Path], corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default prompt and the fallback to torch come from the record the first run's teacher left."""
+    first = distil("gemma3-dense", teacher_of("gemma3-dense"), corpus, tmp_path / "m")
+
+    def unloaded(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the teacher was loaded although every step was reused")
+
+    monkeypatch.setattr("staticsem.distillation.steps.Teacher", unloaded)
+    again = distil("gemma3-dense", teacher_of("gemma3-dense"), corpus, tmp_path / "m")
+    assert again["settings"] == first["settings"] and again["runtime"] == first["runtime"]
+    assert (first["settings"]["prompt"], first["runtime"]["device"]) == (
+        FAMILIES["gemma3-dense"].prompt_text(),
+        "cpu, torch fp32",
+    )
+
+
+def test_an_onnx_backend_asked_for_refuses_a_teacher_it_cannot_export_once(
+    teacher_of: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = str(teacher_of("gemma3-dense"))
+    teacher = Teacher(folder, backend="onnx", cache=tmp_path)  # asked for: no fallback
+    assert teacher.backend == "onnx" and teacher.onnx is not None
+    with pytest.raises(ExportError) as refused:
+        teacher.forward(TEXTS[:2])
+    why = "cannot export this teacher (gemma3_text) to ONNX (RuntimeError: unordered_map::at)"
+    assert str(refused.value) == f"the onnx teacher backend {why}"
+
+    def traced(*args: object) -> None:
+        raise AssertionError("traced again although the cache holds the verdict")
+
+    monkeypatch.setattr(OnnxTransformer, "_export", traced)
+    with pytest.raises(ExportError) as again:
+        Teacher(folder, backend="onnx", cache=tmp_path).forward(TEXTS[:2])
+    assert str(again.value) == str(refused.value)  # the cached verdict, not a second trace
+    left = Teacher(folder, backend="onnx", cache=tmp_path, fallback=True)  # left to auto: torch runs it
+    assert (left.backend, left.precision, left.onnx) == ("torch", "fp32", None)
+    assert torch.equal(left.forward(TEXTS).sentence, Teacher(folder).forward(TEXTS).sentence)
+
+
+def test_the_token_method_runs_a_teacher_onnx_cannot_export_on_torch(
+    teacher_of: Callable[[str], Path], tmp_path: Path
+) -> None:
+    words = tmp_path / "words.txt"
+    words.write_text("cat\ndog\nriver\nmusic\nband\n", encoding="utf-8")
+    model = staticsem.distill(
+        "token", teacher=str(teacher_of("gemma3-dense")), vocabulary=words, out=tmp_path / "tok", dim=4
+    )
+    settings = model.metadata["settings"]
+    assert (settings["teacher_backend"], settings["teacher_precision"]) == ("torch", "fp32")
+    assert model.metadata["runtime"]["device"] == "cpu, torch fp32"

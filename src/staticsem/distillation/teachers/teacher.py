@@ -122,6 +122,8 @@ class Teacher:
         (ONNX Runtime with dynamic int8 weights); the tokenizer, pooling and normalisation stay torch's.
     :param precision: the torch backend's arithmetic: ``fp32``, ``fp16`` or ``bf16`` (the pooling stays fp32).
     :param cache: folder for the ONNX exports (keyed by the weights) [a temporary folder].
+    :param fallback: an onnx backend that cannot export this teacher leaves it to torch at fp32 (said in one
+        line; ``backend`` and ``precision`` then say so) instead of failing at the first pass.
 
     The sentence embeddings are the teacher's own: its pooling, Dense and Normalize modules, cut to its saved
     ``truncate_dim`` (as sentence-transformers' ``encode``), then L2-normalised.
@@ -138,10 +140,11 @@ class Teacher:
         backend: str = "torch",
         cache: Path | None = None,
         precision: str = "fp32",
+        fallback: bool = False,
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
-        from staticsem.distillation.teachers.onnx import OnnxTransformer, check_backend
+        from staticsem.distillation.teachers.onnx import check_backend
 
         self.backend = check_backend(backend)
         if backend != "torch" and device != "cpu":
@@ -181,11 +184,22 @@ class Teacher:
         self.sentence_dim = embedding_dim(self.model)
         self.spec = batches.TokenizerSpec.of(self.tokenizer, self.max_length, self.prompt)
         self._encoder = self.spec.tokenizer()
-        self.onnx = (
-            None
-            if backend == "torch"
-            else OnnxTransformer(self.transformer, self.tokenizer, backend, cache=cache, threads=threads)
-        )
+        self.onnx = None if backend == "torch" else self._onnx(cache, threads, fallback)
+
+    def _onnx(self, cache: Path | None, threads: int | None, fallback: bool) -> Any:
+        """The ONNX Runtime transformer; with ``fallback``, exported now, and ``None`` (torch runs the
+        teacher) when that fails."""
+        from staticsem.distillation.teachers.onnx import ExportError, OnnxTransformer
+
+        onnx = OnnxTransformer(self.transformer, self.tokenizer, self.backend, cache=cache, threads=threads)
+        if fallback:
+            try:
+                onnx.session(None)
+            except ExportError as exc:
+                logger.warning("%s: the teacher runs on torch fp32 instead", exc)
+                self.backend, self.precision = "torch", "fp32"
+                return None
+        return onnx
 
     def check_layer(self, layer: int | None) -> None:
         """Raise ``InputError`` unless ``layer`` names a hidden state (0 = embeddings, -1 = last layer)."""
