@@ -2,9 +2,9 @@
 instruction prompt; mean without the prompt's tokens, as INSTRUCTOR; one saved with ``truncate_dim``),
 XLM-R (SentencePiece Unigram), MPNet, ModernBERT (byte-level BPE, CLS pooling), Qwen3 (a decoder: last-token
 pooling, left padding, a default prompt) and Gemma 3 text (Dense modules after the pooling, a default
-prompt). Random weights, 32 wide and 2 layers; each tokenizer is trained here on ``TEXTS`` and the fake
-topics with ``tokenizers``' own trainers, small enough that many words take several tokens. A teacher is
-built in a fraction of a second.
+prompt; bidirectional attention, as EmbeddingGemma, which torch cannot export to ONNX). Random weights, 32
+wide and 2 layers; each tokenizer is trained here on ``TEXTS`` and the fake topics with ``tokenizers``' own
+trainers, small enough that many words take several tokens. A teacher is built in a fraction of a second.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from staticsem.distillation.teachers.teacher import Teacher
 from staticsem.text import word_pattern
 
 NAMES = list(FAMILIES)
-NOT_EXPORTED = {"gemma3-dense": "gemma3_text"}  # torch.onnx.export (TorchScript) fails on its vmap'd masks
+NOT_EXPORTED = {"gemma3-dense": "gemma3_text"}  # its bidirectional mask is vmap'd: TorchScript fails
 
 
 @pytest.fixture(scope="session")
