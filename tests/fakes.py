@@ -68,6 +68,7 @@ class FakeTeacher:
 
     id = "fake-teacher"
     hidden_size = 16
+    sentence_dim = 16
     num_layers = 2
     lowercases = True
     backend = "torch"

@@ -61,9 +61,10 @@ def transformers_encoding(teacher: Teacher, texts: list[str]) -> dict[str, np.nd
         return_offsets_mapping=True,
         return_special_tokens_mask=True,
     )
-    offsets = trim_offsets(prompted, batch.pop("offset_mapping").astype(np.int64)) - len(teacher.prompt)
-    special = batch.pop("special_tokens_mask").astype(bool) | (offsets[..., 0] < 0)
-    own = batch["attention_mask"].astype(bool) & ~special
+    raw, prompt = batch.pop("offset_mapping").astype(np.int64), len(teacher.prompt)
+    offsets = np.maximum(trim_offsets(prompted, raw) - prompt, 0)
+    special = batch.pop("special_tokens_mask").astype(bool) | ((raw[..., 1] <= prompt) if prompt else False)
+    own = batch["attention_mask"].astype(bool) & ~special  # the prompt's tokens: all their characters its
     return {**{k: np.asarray(v, np.int64) for k, v in batch.items()}, "own": own, "offsets": offsets}
 
 

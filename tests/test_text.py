@@ -151,3 +151,18 @@ def test_a_word_s_tokens_stop_at_its_text_s_end_when_punctuation_closes_the_long
     names = list(index)
     assert [names[w] for w in words.tolist()] == ["the", "cat", "the", "cat", "dog", "the", "dog", "ran"]
     assert tokens == [["the"], ["cat"], ["the"], ["cat"], ["dog"], ["the"], ["dog"], ["ran"]]
+
+
+def test_overlapping_span_gives_a_token_the_first_word_it_covers() -> None:
+    from staticsem.text import overlapping_span, word_pattern
+
+    texts = ['"Music" (loudly) ok', "the judge's x", "", "a b"]
+    spans = [[m.span() for m in word_pattern().finditer(t)] for t in texts]
+    # tokens as [start, end): "M ; "(l" ; the lone space before "ok" kept empty at "o" ; ") " ;
+    # "judge's" (two words: the first) ; a token past the text ; an empty text's ; "a" ; a space between a, b
+    rows = np.array([0, 0, 0, 0, 1, 1, 2, 3, 3])
+    starts = np.array([0, 8, 17, 15, 4, 20, 0, 0, 2])
+    ends = np.array([2, 10, 17, 17, 11, 21, 0, 1, 2])
+    span, flat, owner = overlapping_span(spans, rows, starts, ends)
+    words = [texts[owner[s]][slice(*flat[s])] if s >= 0 else None for s in span.tolist()]
+    assert words == ["Music", "loudly", "ok", None, "judge", None, None, "a", "b"]

@@ -69,6 +69,29 @@ def containing_span(
     return np.where(inside, span, -1), flat, owner
 
 
+def overlapping_span(
+    spans: Sequence[Sequence[tuple[int, int]]], rows: np.ndarray, starts: np.ndarray, ends: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first span that each character range ``starts[i]:ends[i]`` of text ``rows[i]`` overlaps (an empty
+    range: the span holding its position), given each text's sorted, non-overlapping ``(start, end)`` spans.
+
+    A teacher token belongs to the first word it covers: a byte-level or SentencePiece token may begin with
+    punctuation (``"Music``, ``(loudly``), and one of whitespace alone (kept empty, at the next character)
+    marks the word after it. Returns what ``containing_span`` returns.
+    """
+    flat = np.asarray([pair for found in spans for pair in found], np.int64).reshape(-1, 2)
+    owner = np.repeat(np.arange(len(spans)), [len(found) for found in spans])
+    rows = np.asarray(rows, np.int64)
+    starts = np.maximum(np.asarray(starts, np.int64), 0)
+    ends = np.maximum(np.asarray(ends, np.int64), starts + 1)  # an empty range: its one position
+    stride = int(max(flat[:, 1].max(initial=0), ends.max(initial=0))) + 1
+    # the text's first span ending after the range starts; it overlaps when it starts before the range ends
+    span = np.searchsorted(owner * stride + flat[:, 1], rows * stride + starts, side="right")
+    found = span < len(flat)
+    found[found] = (owner[span[found]] == rows[found]) & (flat[span[found], 0] < ends[found])
+    return np.where(found, span, -1), flat, owner
+
+
 # Scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs
 _UNSPACED = re.compile(
     "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u31f0-\u31ff"

@@ -8,7 +8,7 @@ import logging
 import resource
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
+TEACHER_FACTS = ("prompt", "backend", "precision")  # the teacher's record: what it read and ran on
 
 
 class CorpusSettings(Protocol):
@@ -80,6 +81,9 @@ class StepRun:
         settings = replace(
             settings, teacher_backend=self.runtime.backend, teacher_precision=self.runtime.precision
         )
+        # the teacher record's key: the teacher as asked for (it may fall back from this runtime)
+        asked = {"teacher": settings.teacher, "prompt": getattr(settings, "prompt", None)}
+        self.teacher_key = fingerprint({**asked, **asdict(self.runtime)})
         self.settings, self.out, self.progress = settings, out, show_progress
         self.trust_remote_code, self.save_every = trust_remote_code, save_every
         self.work = Work(work_dir or work_folder(out))
@@ -96,6 +100,7 @@ class StepRun:
                     settings.teacher_backend,
                     str(self.work.folder / "onnx"),
                     settings.teacher_precision,
+                    self.runtime.fallback,
                 )
             )
         self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
@@ -112,7 +117,8 @@ class StepRun:
 
     @property
     def teacher(self) -> Teacher:
-        """The teacher, loaded on first use (steps that are reused do not need it)."""
+        """The teacher, loaded on first use (steps that are reused do not need it); one that ONNX cannot
+        export runs on torch where the backend was left to auto. Its record says what it read and ran on."""
         if self._teacher is None:
             self._teacher = Teacher(
                 self.settings.teacher,
@@ -122,9 +128,25 @@ class StepRun:
                 cache=self.work.folder / "onnx",
                 device=self.local_device,
                 precision=self.settings.teacher_precision,
+                fallback=self.runtime.fallback,
             )
-            logger.info("teacher on %s", self.runtime.describe())
+            teacher = self._teacher
+            self.work.finish("teacher", self.teacher_key, {k: getattr(teacher, k) for k in TEACHER_FACTS})
+            logger.info("teacher on %s", self.runtime.ran(teacher.backend, teacher.precision).describe())
         return self._teacher
+
+    def teacher_facts(self) -> dict[str, Any]:
+        """The prompt the teacher read and what it ran on, as recorded where it was loaded (this run, the
+        run whose steps this one reuses, or a language's run; the teacher is loaded only where none did).
+        The runtime and settings (so config.json) follow: torch, where ONNX could not export the teacher."""
+        for run in (self, *getattr(self, "subruns", {}).values()):
+            if (facts := run.work.done("teacher", self.teacher_key)) is not None:
+                self.runtime = self.runtime.ran(facts["backend"], facts["precision"])
+                self.settings = replace(
+                    self.settings, teacher_backend=facts["backend"], teacher_precision=facts["precision"]
+                )
+                return facts
+        return {"prompt": getattr(self.teacher, "prompt", "")}  # a teacher given to the run keeps its record
 
     @property
     def local_device(self) -> str:
@@ -268,11 +290,13 @@ class StepRun:
             name: {k: v for k, v in record.items() if k != "key" and not (k in long and isinstance(v, list))}
             for name, record in self.records.items()
         }
+        read = self.teacher_facts()["prompt"]  # its folder's default prompt too, where none was asked for
+        prompt = {"prompt": read or self.settings.prompt} if hasattr(self.settings, "prompt") else {}
         return {
             "method": self.method,
             "teacher": self.settings.teacher or DEFAULT_TEACHER,
             "corpus": self.corpus_prints,
-            "settings": record(self.settings),
+            "settings": record(self.settings, **prompt),
             "steps": steps,
             "teacher_passes": teacher_passes,
             **extra,

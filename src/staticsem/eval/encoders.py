@@ -75,14 +75,14 @@ class SentenceTransformerEncoder:
                 hf_logging.enable_progress_bar()
         self.model.eval()
         self.batch_size, self.show_progress = batch_size, show_progress
-        from staticsem.distillation.teachers.teacher import prompt_text
+        from staticsem.distillation.teachers.teacher import embedding_dim, prompt_text
 
         # no prompt given: sentence-transformers applies the model's default prompt itself
         self.prompt = prompt_text(self.model, prompt) if prompt else None
         self.info: dict[str, Any] = {
             "kind": "sentence-transformers",
             "source": path,
-            "dim": _st_dim(self.model),
+            "dim": embedding_dim(self.model),
             "max_seq_length": int(self.model.max_seq_length or 0),
             **({"prompt": self.prompt} if self.prompt else {}),
             **({"device": device} if device != "cpu" else {}),
@@ -130,7 +130,7 @@ class TeacherBackendEncoder:
         self.info: dict[str, Any] = {
             "kind": "sentence-transformers",
             "source": path,
-            "dim": _st_dim(self.teacher.model),
+            "dim": self.teacher.sentence_dim,
             "max_seq_length": self.teacher.max_length,
             "backend": backend,
             **({"prompt": self.teacher.prompt} if self.teacher.prompt else {}),
@@ -234,12 +234,6 @@ def display_name(spec: str) -> str:
         name, hash_, prompt = spec[len(ST_PREFIX) :].partition("#")
         return ST_PREFIX + Path(name).name + hash_ + prompt
     return Path(spec).expanduser().resolve().name or spec
-
-
-def _st_dim(model: Any) -> int:
-    """Output dimensions (``get_embedding_dimension`` in sentence-transformers 6, earlier a longer name)."""
-    method = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    return int(method() or 0)
 
 
 def _resolve_st(name: str) -> tuple[str, bool]:

@@ -59,6 +59,7 @@ class TeacherSpec:
     backend: str = "torch"
     cache: str | None = None  # where a replica keeps its ONNX export (the driver's work folder)
     precision: str = "fp32"  # the torch backend's (its GPU replicas run at it; the CPU ones at fp32)
+    fallback: bool = False  # torch runs a teacher the onnx backend (left to auto) cannot export
 
     def __call__(self, device: str, threads: int) -> Teacher:
         on_gpu = device != "cpu" and self.backend == "torch"
@@ -71,6 +72,7 @@ class TeacherSpec:
             backend=self.backend,
             cache=None if self.cache is None else Path(self.cache),
             precision=self.precision if on_gpu or self.backend != "torch" else "fp32",
+            fallback=self.fallback,
         )
 
 

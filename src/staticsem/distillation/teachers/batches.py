@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 
 from staticsem.distillation.workers import Message, join_bytes, split_bytes
 from staticsem.phrases import PhraseTable, joined, table_of
-from staticsem.text import WordSplitter, containing_span, make_splitter
+from staticsem.text import WordSplitter, containing_span, make_splitter, overlapping_span
 
 _SPACES = re.compile(r"\s+")  # str.isspace() characters, as sre matches \s in str patterns
 
@@ -78,7 +78,7 @@ class Encoded:
 
     inputs: dict[str, np.ndarray]  # int64, the model's inputs
     own: np.ndarray  # bool, the texts' own tokens (not special, not padding, not the prompt)
-    offsets: np.ndarray  # int64 B × T × 2 character offsets in each text (without the prompt)
+    offsets: np.ndarray  # int64 B × T × 2 character offsets in each text (the prompt's tokens at 0)
 
 
 @dataclass
@@ -140,8 +140,10 @@ def encode(tokenizer: Tokenizer, spec: TokenizerSpec, texts: Sequence[str]) -> E
     fields = {"input_ids": "ids", "token_type_ids": "type_ids", "attention_mask": "attention_mask"}
     inputs = {name: np.array([getattr(e, fields[name]) for e in encodings], np.int64) for name in spec.names}
     raw = np.array([e.offsets for e in encodings], np.int64).reshape(len(texts), -1, 2)
-    offsets = trim_offsets(prompted, raw) - len(spec.prompt)
-    special = np.array([e.special_tokens_mask for e in encodings], bool) | (offsets[..., 0] < 0)  # the prompt
+    special = np.array([e.special_tokens_mask for e in encodings], bool)
+    if spec.prompt:  # the prompt's tokens: all their characters its (one running into the text is the text's)
+        special |= raw[..., 1] <= len(spec.prompt)
+    offsets = np.maximum(trim_offsets(prompted, raw) - len(spec.prompt), 0)
     attention = np.array([e.attention_mask for e in encodings], bool)
     return Encoded(inputs, attention & ~special, offsets)
 
@@ -157,14 +159,15 @@ def occurrences(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Token positions (flat b*T+t), their occurrence number, and each occurrence's word id.
 
-    An occurrence is a word span of a text holding at least one of the text's own tokens (by the
-    token's start); occurrences are numbered in text and span order. With ``phrases`` (a table over
-    ``index``'s rows), each phrase of a text (matched as encoding matches them, every word holding a token)
-    is one more occurrence, of all its words' tokens, numbered after the words'.
+    An occurrence is a word span of a text holding at least one of the text's own tokens (a token belongs to
+    the first word it covers, ``text.overlapping_span``); occurrences are numbered in text and span order.
+    With ``phrases`` (a table over ``index``'s rows), each phrase of a text (matched as encoding matches
+    them, every word holding a token) is one more occurrence, of all its words' tokens, numbered after the
+    words'.
     """
     rows, cols = np.nonzero(own)
     spans = [splitter.spans(t) for t in texts]
-    span, flat, owner = containing_span(spans, rows, offsets[rows, cols, 0])
+    span, flat, owner = overlapping_span(spans, rows, offsets[rows, cols, 0], offsets[rows, cols, 1])
     inside = span >= 0
     rows, cols, span = rows[inside], cols[inside], span[inside]
     hit = np.unique(span)  # spans holding a token, in text order

@@ -3,13 +3,14 @@
 
 ``auto`` means CUDA where torch sees a GPU. On CUDA the teacher runs in torch (``--teacher-backend auto`` →
 ``torch``) at fp16 unless asked otherwise; on the CPU the default stays ONNX Runtime with int8 weights
-(``onnx-int8``), whose precision is its own: asking that backend for another is refused, naming it.
+(``onnx-int8``), whose precision is its own: asking that backend for another is refused, naming it. A teacher
+that cannot be exported to ONNX runs on torch (fp32) when the backend was left to ``auto`` (said in one line).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from staticsem.distillation.teachers.backends import AUTO, DEFAULT_BACKEND, OWN_PRECISION, check_teacher
 from staticsem.errors import InputError
@@ -63,6 +64,13 @@ class Runtime:
     device: str
     backend: str
     precision: str  # bf16, fp16, fp32 (torch) or the onnx backend's own (fp32, int8)
+    fallback: bool = False  # the backend was left to auto: torch may run a teacher ONNX cannot export
+
+    def ran(self, backend: str, precision: str) -> Runtime:
+        """This runtime as a teacher made with it runs (torch fp32 where it fell back)."""
+        if (backend, precision) == (self.backend, self.precision):
+            return self
+        return replace(self, backend=backend, precision=precision, fallback=False)
 
     def describe(self) -> str:
         """In words, for logs and the model card (``cuda:0 (NVIDIA H200), torch fp16``)."""
@@ -83,6 +91,7 @@ def resolve_runtime(device: str, backend: str, precision: str = AUTO) -> Runtime
     check_teacher(backend, precision)
     where = device if device in ("ray", "ray-gpu") else resolve_device(device)  # Ray: the replicas' own
     on_gpu = where.startswith("cuda") or where == "ray-gpu"
+    chosen = backend == AUTO
     if backend == AUTO:
         # a precision asked for is the torch backend's (int8 is onnx-int8's); else the device's default
         if precision == AUTO:
@@ -95,7 +104,7 @@ def resolve_runtime(device: str, backend: str, precision: str = AUTO) -> Runtime
                 f"the {backend} teacher backend runs on the CPU; use --teacher-backend torch (or auto) "
                 f"on {where}"
             )
-        return Runtime(where, backend, OWN_PRECISION[backend])
+        return Runtime(where, backend, OWN_PRECISION[backend], fallback=chosen)
     if precision == AUTO:
         precision = "fp16" if on_gpu else "fp32"
     return Runtime(where, backend, precision)

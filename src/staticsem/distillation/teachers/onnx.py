@@ -18,7 +18,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
@@ -38,6 +38,10 @@ PROBE = [
     "The quick brown fox jumps over the lazy dog while the farmer, unaware, sleeps in the barn.",
 ]
 FUSED_TYPES = {"bert": "bert", "roberta": "bert", "xlm-roberta": "bert", "distilbert": "bert"}
+
+
+class ExportError(StaticsemError):
+    """The teacher's transformer cannot be exported to ONNX (its first line says why)."""
 
 
 def _onnxruntime() -> Any:
@@ -150,9 +154,16 @@ class OnnxTransformer:
         return self.cache / f"teacher-{self.backend}-{self.key(layer)}.onnx"
 
     def session(self, layer: int | None) -> Any:
-        """The ONNX Runtime session for ``layer`` (exported and cached on first use)."""
+        """The ONNX Runtime session for ``layer`` (exported and cached on first use).
+
+        :raises ExportError: when ``torch.onnx.export`` fails on this teacher (the failure is cached as well,
+            so a teacher that cannot be exported is not traced again).
+        """
         if layer not in self.sessions:
             path = self.path(layer)
+            failed = path.with_suffix(".failed")
+            if failed.is_file():
+                raise ExportError(failed.read_text(encoding="utf-8"))
             if not path.is_file():
                 self._build(path, layer)
             else:
@@ -178,7 +189,10 @@ class OnnxTransformer:
         self.cache.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".export-", dir=self.cache) as tmp:
             plain, fused = Path(tmp) / "plain.onnx", Path(tmp) / "fused.onnx"
-            self._export(plain, layer)
+            try:
+                self._export(plain, layer)
+            except Exception as exc:  # the exporter's own (a RuntimeError from its C++ part, often)
+                self._refuse(path, exc)
             worst = self._check(plain, layer)
             if worst < MIN_COSINE:
                 raise StaticsemError(
@@ -201,11 +215,20 @@ class OnnxTransformer:
                 else:
                     os.replace(graph, out)
 
+    def _refuse(self, path: Path, exc: Exception) -> NoReturn:
+        """Raise ``ExportError`` for a failed export, and keep its message beside ``path`` (the verdict)."""
+        kind = getattr(getattr(self.transformer, "config", None), "model_type", "?")
+        why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+        message = f"the {self.backend} teacher backend cannot export this teacher ({kind}) to ONNX ({why})"
+        with atomic_file(path.with_suffix(".failed")) as out:
+            out.write_text(message, encoding="utf-8")
+        raise ExportError(message) from None
+
     def _export(self, path: Path, layer: int | None) -> None:
         inputs = self.probe
         outputs = ["last"] if layer is None else ["last", "layer"]
         axes = {name: {0: "batch", 1: "tokens"} for name in (*self.names, *outputs)}
-        with _eager_attention(self.transformer), torch.no_grad(), _quiet_export():
+        with _quiet_export(), _eager_attention(self.transformer), torch.no_grad():
             torch.onnx.export(
                 _Graph(self.transformer, self.names, layer).eval(),
                 tuple(inputs[name] for name in self.names),

@@ -96,6 +96,13 @@ def prompt_text(model: Any, prompt: str | None) -> str:
     return prompts.get(prompt, prompt)
 
 
+def embedding_dim(model: Any) -> int:
+    """A Sentence Transformer's output width, its ``truncate_dim`` applied (``get_embedding_dimension`` in
+    sentence-transformers 6, earlier a longer name)."""
+    method = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return int(method() or 0)
+
+
 @dataclass
 class TeacherBatch:
     """What one teacher pass over a batch of texts yields."""
@@ -115,6 +122,11 @@ class Teacher:
         (ONNX Runtime with dynamic int8 weights); the tokenizer, pooling and normalisation stay torch's.
     :param precision: the torch backend's arithmetic: ``fp32``, ``fp16`` or ``bf16`` (the pooling stays fp32).
     :param cache: folder for the ONNX exports (keyed by the weights) [a temporary folder].
+    :param fallback: an onnx backend that cannot export this teacher leaves it to torch at fp32 (said in one
+        line; ``backend`` and ``precision`` then say so) instead of failing at the first pass.
+
+    The sentence embeddings are the teacher's own: its pooling, Dense and Normalize modules, cut to its saved
+    ``truncate_dim`` (as sentence-transformers' ``encode``), then L2-normalised.
     """
 
     def __init__(
@@ -128,10 +140,11 @@ class Teacher:
         backend: str = "torch",
         cache: Path | None = None,
         precision: str = "fp32",
+        fallback: bool = False,
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
-        from staticsem.distillation.teachers.onnx import OnnxTransformer, check_backend
+        from staticsem.distillation.teachers.onnx import check_backend
 
         self.backend = check_backend(backend)
         if backend != "torch" and device != "cpu":
@@ -167,13 +180,26 @@ class Teacher:
         self.hidden_size = int(self.transformer.config.hidden_size)
         self.num_layers = int(getattr(self.transformer.config, "num_hidden_layers", 0))
         self.prompt = prompt_text(self.model, prompt)
+        self.truncate_dim: int | None = getattr(self.model, "truncate_dim", None)
+        self.sentence_dim = embedding_dim(self.model)
         self.spec = batches.TokenizerSpec.of(self.tokenizer, self.max_length, self.prompt)
         self._encoder = self.spec.tokenizer()
-        self.onnx = (
-            None
-            if backend == "torch"
-            else OnnxTransformer(self.transformer, self.tokenizer, backend, cache=cache, threads=threads)
-        )
+        self.onnx = None if backend == "torch" else self._onnx(cache, threads, fallback)
+
+    def _onnx(self, cache: Path | None, threads: int | None, fallback: bool) -> Any:
+        """The ONNX Runtime transformer; with ``fallback``, exported now, and ``None`` (torch runs the
+        teacher) when that fails."""
+        from staticsem.distillation.teachers.onnx import ExportError, OnnxTransformer
+
+        onnx = OnnxTransformer(self.transformer, self.tokenizer, self.backend, cache=cache, threads=threads)
+        if fallback:
+            try:
+                onnx.session(None)
+            except ExportError as exc:
+                logger.warning("%s: the teacher runs on torch fp32 instead", exc)
+                self.backend, self.precision = "torch", "fp32"
+                return None
+        return onnx
 
     def check_layer(self, layer: int | None) -> None:
         """Raise ``InputError`` unless ``layer`` names a hidden state (0 = embeddings, -1 = last layer)."""
@@ -212,6 +238,14 @@ class Teacher:
         plain.no_padding()
         return plain
 
+    @functools.cached_property
+    def prompt_length(self) -> int:
+        """The prompt's tokens as sentence-transformers counts them: the prompt alone, less a special token
+        at its end (its pooling then skips that many real tokens)."""
+        encoded = self._counter.encode(self.prompt, add_special_tokens=True)
+        special = encoded.special_tokens_mask
+        return len(encoded.ids) - int(bool(special) and special[-1] == 1)
+
     def token_counts(self, texts: Sequence[str]) -> np.ndarray:
         """How many tokens the teacher reads of each text (with the prompt and special tokens, truncated)."""
         counts = np.zeros(len(texts), np.int64)
@@ -244,9 +278,12 @@ class Teacher:
             *_, states = outputs = self.onnx(batch, layer)
             last = outputs[0]
         features: dict[str, Any] = {**batch, "token_embeddings": last.float()}
+        if self.prompt:  # a pooling that leaves the prompt out (INSTRUCTOR's) counts its tokens
+            features["prompt_length"] = self.prompt_length
         for module in list(self.model)[1:]:  # the teacher's own pooling (and normalisation) modules
             features = module(features)
-        return states, torch.nn.functional.normalize(features["sentence_embedding"].float(), dim=-1)
+        sentence = features["sentence_embedding"].float()[..., : self.truncate_dim]
+        return states, torch.nn.functional.normalize(sentence, dim=-1)
 
     @torch.inference_mode()
     def forward(self, texts: Sequence[str], layer: int | None = None) -> TeacherBatch:

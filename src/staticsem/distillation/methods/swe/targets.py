@@ -29,7 +29,7 @@ def targets_step(pipeline: Any) -> dict[str, Any]:
         short = short_sentences(runs, count, chosen | set(sentences), s.seed, hand_on)
         sentences += [sentence for drawn in short.values() for sentence in drawn]
     if not sentences and s.kd_short is None and not s.kd_corpus:  # the default draw found none
-        empty = np.zeros((0, pipeline.teacher.hidden_size), np.float32)
+        empty = np.zeros((0, pipeline.teacher.sentence_dim), np.float32)
         save_tensors(pipeline.work.folder / "targets.safetensors", {"embeddings": empty})
         return {"sentences": [], "teacher_passes": 0, "words": [], "new_words": 0, "short": 0}
     if not sentences:

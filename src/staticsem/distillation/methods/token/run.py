@@ -100,7 +100,6 @@ def run_token(settings: TokenSettings, frame: Frame) -> StaticModel:
     words = read_word_list(Path(s.vocabulary), s.vocab_size) if s.vocabulary is not None else None
     work_dir = None if frame.out is None else work_folder(frame.out)  # removed once the model is saved
     runtime = resolve_runtime(frame.device, s.teacher_backend, s.teacher_precision)
-    s = replace(s, teacher_backend=runtime.backend, teacher_precision=runtime.precision)
     teacher = Teacher(
         s.teacher,
         trust_remote_code=frame.trust_remote_code,
@@ -108,7 +107,10 @@ def run_token(settings: TokenSettings, frame: Frame) -> StaticModel:
         cache=None if work_dir is None else work_dir / "onnx",
         device=runtime.device,
         precision=runtime.precision,
+        fallback=runtime.fallback,
     )
+    runtime = runtime.ran(teacher.backend, teacher.precision)  # torch, where ONNX cannot export the teacher
+    s = replace(s, teacher_backend=runtime.backend, teacher_precision=runtime.precision)
     if words is None:
         words = teacher.vocabulary_tokens()[: s.vocab_size]
     model = distill_token(
