@@ -86,7 +86,7 @@ def export(
     if fmt is Format.STATICSEM:
         return native_write.save(model, path, **options)
     if phrases := len(model.phrases):
-        logger.warning("%s has no phrases: %d phrases dropped, the words kept", fmt.value, phrases)
+        logger.warning("%s has no phrases: %s phrases dropped, the words kept", fmt.value, f"{phrases:,}")
         model = model.without_phrases()
     if fmt is Format.MODEL2VEC:
         return hf.write_model2vec(model, path)
