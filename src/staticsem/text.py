@@ -43,6 +43,14 @@ def word_pattern() -> re.Pattern[str]:
     return re.compile(f"[^{_char_class(WHITESPACE_RANGES)}{_char_class(PUNCTUATION_RANGES)}]+")
 
 
+@lru_cache(maxsize=1)
+def linked_word_pattern() -> re.Pattern[str]:
+    """Regex matching one word and, where only whitespace parts it from the next word, that whitespace (the
+    gap ``phrases.joined`` accepts): a match longer than its word links it to the next."""
+    space, punctuation = _char_class(WHITESPACE_RANGES), _char_class(PUNCTUATION_RANGES)
+    return re.compile(f"[^{space}{punctuation}]+(?:[{space}]+(?=[^{space}{punctuation}]))?")
+
+
 def split_words(text: str) -> list[str]:
     """Split a text into words, dropping whitespace and punctuation."""
     return word_pattern().findall(text)
@@ -283,13 +291,23 @@ class WordLookup:
         self.tokenizer = tokenizer
         self.fallback = fallback
         self.splitter = splitter or WordSplitter()
-        self._cache: dict[str, int] = dict(self.index)
+        self.forget()
         self.phrase_mode = check_mode(phrases)
         self.phrases, self.unmatched_phrases = table_of(vocab, self._row)
 
     def forget(self) -> None:
         """Drop the cached resolutions of words outside the vocabulary."""
         self._cache = dict(self.index)
+        self._linked: dict[str, int] = {}  # a word with its link to the next → row * 2 + link
+
+    def _linked_code(self, found: str) -> int:
+        """``row * 2 + link`` of a ``linked_word_pattern`` match: its word's row, and whether it links to
+        the next word."""
+        word = word_pattern().match(found).group()  # type: ignore[union-attr]
+        if len(self._linked) > _CACHE_LIMIT:
+            self._linked.clear()
+        code = self._linked[found] = self.resolve(word) * 2 + (len(word) < len(found))
+        return code
 
     def _find(self, word: str) -> int | None:
         found = self.index.get(word)
@@ -330,10 +348,15 @@ class WordLookup:
         """Flat row ids (``UNKNOWN`` included) and the number of rows of each text: a row per word, and with
         phrases each matched phrase's row in place of its words' or beside them."""
         if self.phrases is None:
-            return self._word_ids(texts)
+            return self._word_ids(map(self.splitter.words, texts))
         texts = list(texts)
-        flat, lengths = self._word_ids(texts)
-        matches = self.phrases.match(flat, self.links(texts, flat, lengths))
+        if type(self.splitter) is WordSplitter:  # words and their links in one pass
+            codes, lengths = self._word_ids(map(linked_word_pattern().findall, texts), linked=True)
+            flat, links = codes >> 1, (codes & 1).astype(bool)
+        else:
+            flat, lengths = self._word_ids(map(self.splitter.words, texts))
+            links = self.links(texts, flat, lengths)
+        matches = self.phrases.match(flat, links)
         return self.phrases.apply(flat, lengths, matches, self.phrase_mode)
 
     def links(self, texts: Sequence[str], flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -360,16 +383,15 @@ class WordLookup:
             links[at] = joined(texts[text][spans[1][k][1] : spans[1][k + 1][0]])
         return links
 
-    def _word_ids(self, texts: Iterable[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Flat row ids (``UNKNOWN`` included) and the number of words of each text."""
-        findall = self.splitter.words
-        cache = self._cache
+    def _word_ids(self, split: Iterable[list[str]], linked: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Flat row ids (``UNKNOWN`` included) and the number of words of each text, from their words (with
+        ``linked``, from ``linked_word_pattern``'s matches: each ``row * 2 + link``)."""
+        cache = self._linked if linked else self._cache
         get = cache.get
-        resolve = self.resolve
+        resolve = self._linked_code if linked else self.resolve
         chunks: list[list[int]] = []
         append = chunks.append
-        for text in texts:
-            words = findall(text)
+        for words in split:
             try:
                 append([cache[w] for w in words])
             except KeyError:  # only the uncached words go through the slower rule
