@@ -164,8 +164,12 @@ def _frame_parameters(method: Method | None, taken: frozenset[str] = frozenset()
 
 def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
     """Run method ``name`` with ``values`` (settings fields) where ``frame`` says, and report it."""
+    from rich.console import Console
+
+    from staticsem.cli_info import steps_table
     from staticsem.distillation import distill
     from staticsem.distillation.api import require_extras
+    from staticsem.io.build_facts import recorded_rows
     from staticsem.quantize import parse_dtype
 
     require_extras()  # without the distill extra: that line alone
@@ -183,6 +187,9 @@ def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
         **{key: frame[key] for key in ("device", "workers") if key in frame},
         **values,
     )
+    rows = recorded_rows(model.metadata)
+    if rows:  # where the time went: each step's time, teacher passes and their rate
+        Console(stderr=True).print(steps_table(rows))
     typer.echo(
         f"wrote {frame['out_dir']}: {len(model):,} words × {model.dim} dims in {model.metadata['seconds']} s",
         err=True,
