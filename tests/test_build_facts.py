@@ -1,19 +1,23 @@
 """How a model was made, as a person reads it: ``staticsem info`` (names, sizes, the settings that differ, one
-line a step; ``--json`` the record) and the steps' table (config.json, card)."""
+line a step; ``--json`` the record), the steps' table (config.json, card) and the card's licence."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+import staticsem
 from staticsem import StaticModel
 from staticsem.cli import app
 from staticsem.distillation.methods.swe.settings import SWESettings
+from staticsem.distillation.teachers.teacher import teacher_license
+from staticsem.errors import InputError
 from staticsem.io import card
 from staticsem.io.build_facts import corpus_text, step_rows
 
@@ -98,3 +102,50 @@ def test_the_card_shows_the_steps_table(demo: Path) -> None:
     text = card.render(demo)
     assert "| step | time | teacher passes | sentences/s | counted |" in text
     assert "| extract | 25.8 s | 11,062 | 429 |  |" in text and "| kd | 52.5 s |  |  | 3,000 steps |" in text
+
+
+@pytest.fixture()
+def licensed_teacher(tiny_teacher: Path, tmp_path: Path) -> Path:
+    """The tiny teacher with a model card that names its licence."""
+    folder = Path(shutil.copytree(tiny_teacher, tmp_path / "teacher"))
+    (folder / "README.md").write_text("---\nlanguage: en\nlicense: mit\n---\n\n# A teacher\n")
+    return folder
+
+
+def test_the_teacher_s_card_names_the_licence(licensed_teacher: Path, tiny_teacher: Path) -> None:
+    assert teacher_license(str(licensed_teacher)) == "mit"
+    assert teacher_license(None) == "apache-2.0"  # the packaged all-MiniLM-L6-v2's card
+    assert teacher_license(str(tiny_teacher)) is None  # no card
+
+
+def distil(teacher: Path, out: Path, **options: object) -> StaticModel:
+    words = tuple(["the", "cat", "dog", "house", "tree", "bank"])
+    vocabulary = out.parent / "words.txt"
+    vocabulary.write_text("\n".join(words) + "\n")
+    return staticsem.distill(
+        "token",
+        teacher=str(teacher),
+        out=out,
+        vocabulary=str(vocabulary),
+        dim=4,
+        teacher_backend="torch",
+        show_progress=False,
+        **options,
+    )
+
+
+def test_a_build_records_the_teacher_s_licence_and_the_card_says_the_data_s_terms_apply(
+    licensed_teacher: Path, tiny_teacher: Path, tmp_path: Path
+) -> None:
+    distil(licensed_teacher, tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text(encoding="utf-8"))
+    assert config["metadata"]["license"] == {"id": "mit", "source": "teacher"}
+    text = (tmp_path / "m" / "README.md").read_text(encoding="utf-8")
+    assert "\nlicense: mit\n" in text and "as the teacher's model card names it" in text
+    assert "the terms of the data it was distilled on apply too" in text
+    distil(licensed_teacher, tmp_path / "set", license="apache-2.0")  # --license wins
+    assert "\nlicense: apache-2.0\n" in (tmp_path / "set" / "README.md").read_text(encoding="utf-8")
+    distil(tiny_teacher, tmp_path / "none")  # nothing names one
+    assert "\nlicense: unknown\n" in (tmp_path / "none" / "README.md").read_text(encoding="utf-8")
+    with pytest.raises(InputError, match="--license takes a licence id"):
+        distil(tiny_teacher, tmp_path / "bad", license="Apache License 2.0")

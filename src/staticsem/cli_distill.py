@@ -122,6 +122,13 @@ def _frame_parameters(method: Method | None, taken: frozenset[str] = frozenset()
         ("dtype", str, "float16", "Storage: float16, float32 or int8."),
         ("keep_work", bool, True, "Keep the work folder for reruns with other settings."),
         ("trust_remote_code", bool, False, "Allow the teacher's own code from the hub."),
+        (
+            "license",
+            str | None,
+            None,
+            "The model's licence id for its card (e.g. apache-2.0) [the one the teacher's model card names, "
+            "else unknown].",
+        ),
     ]
     if method is None or Need.TEACHER in method.needs:
         rows.append(("device", str, "auto", DEVICE_HELP))
@@ -184,6 +191,7 @@ def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
         trust_remote_code=frame["trust_remote_code"],
         ray=frame.get("ray"),
         ray_workers=frame.get("ray_workers"),
+        license=frame["license"],
         **{key: frame[key] for key in ("device", "workers") if key in frame},
         **values,
     )

@@ -33,7 +33,7 @@ EVERYDAY = frozenset(
     {
         *("method", "max-sentences", "exclude", "sentences-per-word", "min-count", "prompt"),
         *("dim", "dtype", "fallback", "phrases", "phrases-from", "languages", "pairs", "objective"),
-        *("parallel", "kd-max-steps", "workers", "ray", "keep-work", "license"),
+        *("parallel", "kd-max-steps", "workers", "ray", "keep-work"),
         # the small methods' own knobs: word2vec, fastText, GloVe, token, X2Static
         *("window", "epochs", "skip-gram", "negative", "minn", "maxn", "sif", "context"),
     }

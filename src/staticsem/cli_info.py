@@ -20,6 +20,7 @@ from rich.table import Table
 from staticsem.io.build_facts import (
     HEADER,
     corpus_text,
+    license_text,
     recorded_rows,
     step_cells,
     step_lines,
@@ -84,6 +85,8 @@ def facts(metadata: Mapping[str, Any], modes: Any = None) -> Iterator[tuple[str,
     for key in ("method", "teacher"):
         if metadata.get(key):
             yield key, str(metadata[key])
+    if metadata.get("method"):  # made by staticsem: a licence recorded, or unknown
+        yield "license", license_text(metadata.get("license"))
     if isinstance(metadata.get("corpus"), list):
         yield "corpus", corpus_text(metadata["corpus"])
     if isinstance(metadata.get("settings"), Mapping):

@@ -122,3 +122,19 @@ def corpus_text(corpus: list[Any], shown: int = 3) -> str:
     text = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
     sizes = [item["bytes"] for item in items if isinstance(item.get("bytes"), int)]
     return f"{text}, {size_text(sum(sizes))}" if sizes else text
+
+
+def license_text(record: Any, chosen: str | None = None) -> str:
+    """The model's licence in words: where it comes from (the build's ``license`` record: set by
+    ``--license`` or named by the teacher's model card; ``chosen``: the card's own, where it differs), and
+    that the data's terms apply too."""
+    known = record.get("id") if isinstance(record, Mapping) else None
+    if chosen not in (None, "unknown", known):
+        text = f"{chosen}, as set for this model"
+    elif known and record.get("source") == "teacher":
+        text = f"{known}, as the teacher's model card names it"
+    elif known:
+        text = f"{known}, as set at the build (--license)"
+    else:
+        text = "unknown: the build recorded none (--license sets one, else the teacher's model card)"
+    return text + "; the terms of the data it was distilled on apply too."

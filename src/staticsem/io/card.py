@@ -4,8 +4,8 @@ it scores.
 Written by ``distill`` into every saved model folder, rewritten by ``staticsem eval --output FOLDER/…``
 when the report lands in the model's folder, and by ``staticsem push`` (with the hub name), so a copied
 folder explains itself. Everything comes from the folder: ``config.json`` (format, method, teacher, corpus
-fingerprints, settings, the steps' times and teacher passes) and the ``staticsem eval`` reports (JSON)
-beside it. The card
+fingerprints, settings, the steps' times and teacher passes, the licence the build recorded) and the
+``staticsem eval`` reports (JSON) beside it. The card
 claims only what works for the folder's format: model2vec and sentence-transformers read staticsem's own
 folder only after ``staticsem convert``. The YAML header is written here (no yaml package needed); a README
 that staticsem did not write is never replaced. Standard library only, plus ``staticsem.io.layout``'s
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from staticsem.errors import StaticsemError
-from staticsem.io.build_facts import recorded_rows, steps_markdown
+from staticsem.io.build_facts import license_text, recorded_rows, steps_markdown
 from staticsem.io.common import read_json
 from staticsem.io.eval_reports import Scores
 from staticsem.io.layout import TOKEN_LEVEL, folder_format, is_hub_name, static_module_path
@@ -49,7 +49,7 @@ def write(folder: str | Path, *, repo_id: str | None = None, license: str | None
     if previous is not None and MARK not in previous:
         logger.info("%s was not written by staticsem: kept as it is", path)
         return None
-    if license is None and previous is not None:
+    if license is None and previous is not None:  # a licence set for the card (push --license) stays
         license = front_matter(previous).get("license")
     with atomic_file(path) as tmp:
         tmp.write_text(render(path.parent, repo_id=repo_id, license=license), encoding="utf-8")
@@ -124,7 +124,9 @@ def render(folder: Path, *, repo_id: str | None = None, license: str | None = No
     model = Folder(folder)
     name = repo_id or folder.resolve().name
     scores = Scores.find(folder, model.rows, model.dim)
-    data: dict[str, Any] = {"library_name": "staticsem", "license": license or "unknown"}
+    recorded = _mapping(model.metadata.get("license")).get("id")
+    chosen = license if license not in (None, "unknown") else recorded
+    data: dict[str, Any] = {"library_name": "staticsem", "license": chosen or "unknown"}
     base = teacher_hub_id(model.metadata.get("teacher"))
     if base:
         data["base_model"] = base
@@ -144,6 +146,7 @@ def render(folder: Path, *, repo_id: str | None = None, license: str | None = No
         *_summary(model),
         *_usage(model, repo_id or folder.resolve().name, repo_id is not None),
         *_making(model),
+        *(["## License", "", license_text(model.metadata.get("license"), chosen), ""] if model.ours else []),
         *(scores.markdown() if scores is not None else []),
     ]
     return "---\n" + "\n".join(_yaml(data)) + "\n---\n\n" + "\n".join(body).rstrip() + "\n"
