@@ -84,7 +84,7 @@ def test_info_reads_as_facts_and_json_round_trips_the_record(demo: Path) -> None
     settings = re.search(r"│ settings\s+│ (.+?)\s+│", text)
     assert settings and settings.group(1).startswith("vocab-size 10,000, sentences-per-word 5")
     assert "kd-max-steps 3,000" in text and "min-count" not in text  # only what differs
-    assert re.search(r"chosen by the run\s+│ splitter words, teacher-backend onnx-int8", text)
+    assert re.search(r"auto settings\s+│ splitter words, teacher-backend onnx-int8", text)
     for line in ("extract  25.8 s  11,062 teacher passes at 429/s", "kd       52.5 s  3,000 steps"):
         assert line in text
     assert len(re.findall(r"│ +│ (vocab|select|extract|pca|pieces|targets|kd) ", text)) == 6  # a line each

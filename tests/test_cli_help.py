@@ -54,11 +54,14 @@ def test_the_help_fits_a_screen_the_everyday_options_first(command: list[str]) -
 
 
 @pytest.mark.parametrize("method", [m.name for m in methods()])
-def test_help_all_shows_every_option(method: str) -> None:
-    text = helped(method, "--help-all", columns=250)
-    flags = {f"--{o.flag}" for o in settings_options(get_method(method).settings)} | {"--out"}
+def test_help_all_shows_every_option_whole_on_80_columns(method: str) -> None:
+    text = helped(method, "--help-all")
+    options = list(settings_options(get_method(method).settings))
+    flags = {f"--{o.flag}" for o in options} | {"--out"}
     shown = {flag for rows in panel_rows(text).values() for flag in rows}
     assert flags <= shown, flags - shown
+    assert "…" not in text  # no name cut short
+    assert all(f"--no-{o.flag}" in text for o in options if o.kind is bool)  # the off switches too
 
 
 def test_the_method_form_help_all_shows_every_methods_options() -> None:

@@ -86,13 +86,17 @@ def arranged(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
 
 
 def _show_all(ctx: typer.Context, _: typer.CallbackParam, value: bool) -> None:
-    """``--help-all``: the help with every option shown, then exit (typer builds the command afresh for each
-    run, so nothing stays shown)."""
+    """``--help-all``: the help with every option shown, then exit. A flag's ``--no-`` form moves into its
+    help text, so the names fit whole in 80 columns (typer builds the command afresh for each run: nothing
+    stays changed)."""
     if not value or ctx.resilient_parsing:
         return
     for parameter in ctx.command.params:
         if isinstance(parameter, TyperOption):
             parameter.hidden = False
+            if parameter.secondary_opts:
+                parameter.help = f"{parameter.help} (off: {', '.join(parameter.secondary_opts)})"
+                parameter.secondary_opts = []
     typer.echo(ctx.get_help(), nl=False)
     ctx.exit()
 

@@ -1,8 +1,9 @@
 """``staticsem info``: what a model is and how it was made, as facts a person reads (``--json``: the record).
 
 The corpus shows as its names and size, the settings as those that differ from the method's defaults (and,
-apart, those the run chose where the default leaves it to the run), the steps one line each with their time
-and count. No value is cut short and none shows as JSON; ``--json`` prints the whole record.
+apart, the auto ones: those whose default, None or auto, leaves them to the run, as resolved or given), the
+steps one line each with their time and count. No value is cut short and none shows as JSON; ``--json``
+prints the whole record.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def facts(metadata: Mapping[str, Any], modes: Any = None) -> Iterator[tuple[str,
         changed, chosen = settings_changes(metadata.get("method"), metadata["settings"])
         yield "settings", changes_text(changed) or "the method's defaults"
         if chosen:
-            yield "chosen by the run", changes_text(chosen)
+            yield "auto settings", changes_text(chosen)
     rows = recorded_rows(metadata)
     if rows:
         yield "steps", "\n".join(step_lines(rows))
@@ -116,9 +117,9 @@ Change = tuple[str, Any, Any]  # a setting's flag, its value and the method's de
 
 
 def settings_changes(method: Any, recorded: Mapping[str, Any]) -> tuple[list[Change], list[Change]]:
-    """``(changed, chosen)``: each setting that differs from ``method``'s default, and each the run chose
-    where the default (None, auto) leaves it to the run. Settings no option sets (set by code) are left out;
-    for a method staticsem does not know every setting counts as changed (default None)."""
+    """``(changed, chosen)``: each setting that differs from ``method``'s default, and each auto one (its
+    default, None or auto, leaves it to the run) as resolved or given. Settings no option sets (set by code)
+    are left out; for a method staticsem does not know every setting counts as changed (default None)."""
     from staticsem.cli_distill import settings_options
     from staticsem.distillation.methods import get_method
     from staticsem.errors import InputError
@@ -138,10 +139,11 @@ def settings_changes(method: Any, recorded: Mapping[str, Any]) -> tuple[list[Cha
 
 
 def changes_text(changes: list[Change], defaults: bool = False) -> str:
-    """``vocab-size 10,000, dim 128`` (``defaults``: ``vocab-size 10,000 (100,000)``, unset for None)."""
+    """``vocab-size 10,000, dim 128`` (``defaults``: ``vocab-size 10,000 (100,000)``; a None default reads
+    ``by the run``)."""
 
     def default(value: Any) -> str:
-        return f" ({'unset' if value is None else plain(value)})" if defaults else ""
+        return f" ({'by the run' if value is None else plain(value)})" if defaults else ""
 
     return ", ".join(f"{flag} {plain(value)}{default(was)}" for flag, value, was in changes)
 
