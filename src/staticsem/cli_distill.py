@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
 from staticsem import cli_help
 from staticsem.distillation.method import Method, Need, listing
@@ -173,7 +174,6 @@ def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
     """Run method ``name`` with ``values`` (settings fields) where ``frame`` says, and report it."""
     from rich.console import Console
 
-    from staticsem.cli_info import steps_table
     from staticsem.distillation import distill
     from staticsem.distillation.api import require_extras
     from staticsem.io.build_facts import recorded_rows
@@ -202,6 +202,21 @@ def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
         f"wrote {frame['out_dir']}: {len(model):,} words × {model.dim} dims in {model.metadata['seconds']} s",
         err=True,
     )
+
+
+def steps_table(rows: list[dict[str, Any]], title: str = "steps") -> Table:
+    """The build's steps as a table (the end of ``staticsem distill``), with their total."""
+    from staticsem.io.build_facts import HEADER, step_cells
+
+    table = Table(title=title, title_justify="left")
+    for index, name in enumerate(HEADER):
+        table.add_column(name, justify="right" if 0 < index < 4 else "left")
+    for row in rows:
+        table.add_row(*step_cells(row))
+    passes = sum(row.get("teacher_passes", 0) for row in rows)
+    seconds = sum(float(row.get("seconds", 0.0)) for row in rows)
+    table.add_row("total", f"{seconds:,.1f} s", f"{passes:,}", "", "", end_section=True)
+    return table
 
 
 def _typed(function: Callable[..., None], parameters: list[inspect.Parameter]) -> Callable[..., None]:

@@ -18,14 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from staticsem.io.build_facts import (
-    HEADER,
-    corpus_text,
-    license_text,
-    recorded_rows,
-    step_cells,
-    step_lines,
-)
+from staticsem.io.build_facts import corpus_text, license_text, recorded_rows, step_lines
 from staticsem.io.hub import REVISION_HELP
 
 if TYPE_CHECKING:
@@ -182,16 +175,3 @@ def _fallback(model: StaticModel) -> str:
     if model.pieces is not None:
         return f"learned subword pieces ({len(model.pieces.vectors):,}, weight k^{model.pieces.weight:g})"
     return "subword prefix" if model.tokenizer is not None else "no"
-
-
-def steps_table(rows: list[dict[str, Any]], title: str = "steps") -> Table:
-    """The build's steps as a table (the end of ``staticsem distill``), with their total."""
-    table = Table(title=title, title_justify="left")
-    for index, name in enumerate(HEADER):
-        table.add_column(name, justify="right" if 0 < index < 4 else "left")
-    for row in rows:
-        table.add_row(*step_cells(row))
-    passes = sum(row.get("teacher_passes", 0) for row in rows)
-    seconds = sum(float(row.get("seconds", 0.0)) for row in rows)
-    table.add_row("total", f"{seconds:,.1f} s", f"{passes:,}", "", "", end_section=True)
-    return table
