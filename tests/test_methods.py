@@ -36,8 +36,8 @@ def test_every_setting_has_help_a_default_and_a_validation(method: str) -> None:
 
 def test_each_sub_command_shows_its_own_options() -> None:
     runner = CliRunner()
-    swe = runner.invoke(app, ["distill", "swe", "--help"], env={"COLUMNS": "200"}).output
-    glove = runner.invoke(app, ["distill", "glove", "--help"], env={"COLUMNS": "200"}).output
+    swe = runner.invoke(app, ["distill", "swe", "--help-all"], env={"COLUMNS": "200"}).output
+    glove = runner.invoke(app, ["distill", "glove", "--help-all"], env={"COLUMNS": "200"}).output
     assert "--kd-tau" in swe and "--kd-groups" in swe and "--window" not in swe
     assert "--window" in glove and "--x-max" in glove and "--kd-tau" not in glove
     assert "--ray" in swe and "--ray" not in glove  # only methods that scale run on Ray

@@ -20,10 +20,35 @@ SNIPPETS = [
 
 
 def test_the_scripts_call_python_inline() -> None:
-    assert {name for name, _ in SNIPPETS} == {"demo.sh", "setup.sh"}
+    assert {name for name, _ in SNIPPETS} == {"setup.sh"}  # demo.sh runs demo.py, whose imports fail loudly
 
 
 @pytest.mark.parametrize(("script", "code"), SNIPPETS)
 def test_every_inline_python_call_of_the_scripts_runs(script: str, code: str) -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode in (0, 1) and "Traceback" not in done.stderr, (script, done.stderr[-2000:])
+
+
+@pytest.mark.slow  # a tiny SWE build with the tiny real teacher (seconds)
+def test_the_demo_runs_its_commands_here_and_says_what_it_shrank(
+    tiny_teacher: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fakes import write_corpus
+
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import demo
+
+    corpus = write_corpus(tmp_path / "corpus.txt", count=600)
+    options = ["--corpus", str(corpus), "--teacher", str(tiny_teacher), "--vocab-size", "40"]
+    options += ["--min-count", "2", "--dim", "8", "--stages", "extract,pca", "--teacher-backend", "torch"]
+    model = str(tmp_path / "demo")
+    demo.build(model, options)
+    demo.show(model, words=("cat", "music"), analogy=("cat", "kitten", "dog"))
+    out = capsys.readouterr().out
+    commands = [line for line in out.splitlines() if line.startswith("$ staticsem ")]
+    assert [c.split()[2] for c in commands] == ["distill", "info", "neighbors", "neighbors", "analogy"]
+    assert "Sentence similarities" in out and "│ steps " in out
+    said = re.search(r"The demo shrank the full recipe \(its defaults in brackets\): (.+)\.\n", out)
+    assert said is not None, out
+    shrunk = [part.split(" (")[0] for part in said.group(1).split("), ")]  # what it says it changed
+    assert sorted(part.split()[0] for part in shrunk) == sorted(flag[2:] for flag in options[::2])

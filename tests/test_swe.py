@@ -407,11 +407,18 @@ def test_cli_swe_with_a_real_teacher(
     assert model.metadata["steps"]["kd"]["dev_loss_best"] < model.metadata["steps"]["kd"]["dev_loss_start"]
     assert model.similarity("cat", "kitten") > model.similarity("cat", "tax")
     assert model.similarity("guitar song", "music band") > model.similarity("guitar song", "court judge")
+    # the build ends with its steps' table, which config.json keeps: time, teacher passes and their rate
+    rows = {row["step"]: row for row in model.metadata["step_times"]}
+    assert list(rows) == list(model.metadata["steps"]) and "reused" not in rows["kd"]
+    assert rows["extract"]["teacher_passes"] == model.metadata["steps"]["extract"]["teacher_passes"] > 0
+    assert rows["extract"]["sentences_per_second"] > 0 and rows["kd"]["counted"] == "steps"
+    assert all(f"│ {step} " in result.stderr for step in rows) and "sentences/s" in result.stderr
     # a rerun finds every step finished and only saves the model again
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="staticsem"):
         again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and caplog.text.count("reusing") == 7  # vocab ... pieces, targets, kd
+    assert again.stderr.count("(reused)") == 7  # and its table says so
     assert model.pieces is not None  # the default learns subword pieces
 
 

@@ -6,7 +6,7 @@ import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -14,9 +14,6 @@ from rich.table import Table
 
 from staticsem.errors import StaticsemError
 from staticsem.io.hub import REVISION_HELP
-
-if TYPE_CHECKING:
-    from staticsem.model import StaticModel
 
 app = typer.Typer(
     add_completion=False,
@@ -233,32 +230,6 @@ def convert(
     err.print(f"wrote {dst} ({fmt.value})")
 
 
-@_command(epilog="Example: `staticsem info models/demo`")
-def info(model: ModelArg, revision: RevisionOpt = None) -> None:
-    """Vocabulary size, dimensions, storage, format, languages and how the model was made."""
-    from staticsem.io import detect
-    from staticsem.io.card import languages_text, recorded_languages
-    from staticsem.modes import describe_modes
-
-    model = _folder(model, revision)
-    static = _load(model)
-    files = [model] if model.is_file() else [p for p in model.rglob("*") if p.is_file()]
-    table = Table(show_header=False)
-    for key, value in [
-        ("format", detect(model).value),
-        ("words", f"{len(static):,}"),
-        ("dims", static.dim),
-        ("dtype", static.dtype),
-        ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
-        ("subword fallback", _fallback(static)),
-        ("modes", describe_modes(static.modes)),
-        ("languages", languages_text(recorded_languages(static.metadata)) or "not recorded"),
-        *_metadata_rows({k: v for k, v in static.metadata.items() if k != "languages"}),
-    ]:
-        table.add_row(key, str(value))
-    out.print(table)
-
-
 @_command(
     epilog="Example: `HF_TOKEN=hf_... staticsem push models/mine my-org/mine` (then, anywhere: "
     '`staticsem.load("my-org/mine")`)'
@@ -280,25 +251,11 @@ def push(
     err.print(f"pushed {model} to {url}")
 
 
-def _fallback(model: StaticModel) -> str:
-    """How unknown words are looked up: fastText n-grams, a subword prefix, or not at all."""
-    if model.ngrams is not None:
-        table = model.ngrams
-        return f"fastText n-grams ({table.minn}-{table.maxn} chars, {table.buckets:,} buckets)"
-    if model.pieces is not None:
-        return f"learned subword pieces ({len(model.pieces.vectors):,}, weight k^{model.pieces.weight:g})"
-    return "subword prefix" if model.tokenizer is not None else "no"
+# What a model is and how it was made (staticsem.cli_info).
+from staticsem.cli_info import EPILOG as INFO_EPILOG  # noqa: E402
+from staticsem.cli_info import info as _info  # noqa: E402
 
-
-def _metadata_rows(metadata: dict[str, Any]) -> list[tuple[str, str]]:
-    """Scalar metadata as rows; nested settings are summarised (the full record is in config.json)."""
-    import json
-
-    rows = []
-    for key, value in metadata.items():
-        text = json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
-        rows.append((key, text if len(text) <= 120 else text[:117] + "…"))
-    return rows
+_command(name="info", epilog=INFO_EPILOG)(_info)
 
 
 # Encoding modes (staticsem.cli_modes).

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.table import Table
 
+from staticsem import cli_help
 from staticsem.distillation.method import Method, Need, listing
 from staticsem.distillation.methods import get_method, methods
 from staticsem.distillation.teachers.device import DEVICE_HELP
@@ -45,10 +47,13 @@ class Option:
         """The Python parameter name of the option."""
         return self.flag.replace("-", "_")
 
-    def parameter(self, default: Any = None, help: str | None = None) -> inspect.Parameter:
-        """The option as a typer parameter (``default``/``help`` replace the field's)."""
+    def parameter(
+        self, default: Any = None, help: str | None = None, core_only: bool = False
+    ) -> inspect.Parameter:
+        """The option as a typer parameter (``default``/``help`` replace the field's) in its help panel
+        (``core_only``: shown by ``--help`` only if in ``cli_help.CORE``)."""
         names = f"--{self.flag}/--no-{self.flag}" if self.kind is bool else f"--{self.flag}"
-        info = typer.Option(names, help=help or self.help)
+        info = cli_help.option(names, self.flag, help or self.help, core_only=core_only)
         return inspect.Parameter(
             self.name,
             inspect.Parameter.KEYWORD_ONLY,
@@ -109,7 +114,8 @@ def settings_values(options: list[Option], given: dict[str, Any]) -> dict[str, A
 
 def _frame_parameters(method: Method | None, taken: frozenset[str] = frozenset()) -> list[inspect.Parameter]:
     """Where and how to run: the options every method takes (``ray`` and ``workers`` only where it scales;
-    none whose name a settings field of the ``--method`` form has ``taken``)."""
+    none whose name a settings field of the ``--method`` form has ``taken``; that form's help shows only
+    ``cli_help.CORE``)."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     out_help = "Folder to write the model to (work files go beside it)."
     rows: list[tuple[str, Any, Any, str]] = [
@@ -117,6 +123,13 @@ def _frame_parameters(method: Method | None, taken: frozenset[str] = frozenset()
         ("dtype", str, "float16", "Storage: float16, float32 or int8."),
         ("keep_work", bool, True, "Keep the work folder for reruns with other settings."),
         ("trust_remote_code", bool, False, "Allow the teacher's own code from the hub."),
+        (
+            "license",
+            str | None,
+            None,
+            "The model's licence id for its card (e.g. apache-2.0) [the one the teacher's model card names, "
+            "else unknown].",
+        ),
     ]
     if method is None or Need.TEACHER in method.needs:
         rows.append(("device", str, "auto", DEVICE_HELP))
@@ -146,25 +159,24 @@ def _frame_parameters(method: Method | None, taken: frozenset[str] = frozenset()
             ),
         ]
     rows = [row for row in rows if row[0] not in taken]
-    flags = {"out_dir": "--out", "keep_work": "--keep-work/--no-keep-work"}
-    flags["trust_remote_code"] = "--trust-remote-code/--no-trust-remote-code"
-    return [
-        inspect.Parameter(
-            name,
-            keyword,
-            default=default,
-            annotation=Annotated[
-                kind, typer.Option(flags.get(name, f"--{name.replace('_', '-')}"), help=text)
-            ],
-        )
-        for name, kind, default, text in rows
-    ]
+    flags = {"out_dir": "out"}
+    both = ("keep_work", "trust_remote_code")  # --x/--no-x
+    parameters = []
+    for name, kind, default, text in rows:
+        flag = flags.get(name, name.replace("_", "-"))
+        names = f"--{flag}/--no-{flag}" if name in both else f"--{flag}"
+        info = cli_help.option(names, flag, text, core_only=method is None)
+        parameters.append(inspect.Parameter(name, keyword, default=default, annotation=Annotated[kind, info]))
+    return parameters
 
 
 def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
     """Run method ``name`` with ``values`` (settings fields) where ``frame`` says, and report it."""
+    from rich.console import Console
+
     from staticsem.distillation import distill
     from staticsem.distillation.api import require_extras
+    from staticsem.io.build_facts import recorded_rows
     from staticsem.quantize import parse_dtype
 
     require_extras()  # without the distill extra: that line alone
@@ -179,13 +191,32 @@ def run(name: str, values: dict[str, Any], frame: dict[str, Any]) -> None:
         trust_remote_code=frame["trust_remote_code"],
         ray=frame.get("ray"),
         ray_workers=frame.get("ray_workers"),
+        license=frame["license"],
         **{key: frame[key] for key in ("device", "workers") if key in frame},
         **values,
     )
+    rows = recorded_rows(model.metadata)
+    if rows:  # where the time went: each step's time, teacher passes and their rate
+        Console(stderr=True).print(steps_table(rows))
     typer.echo(
         f"wrote {frame['out_dir']}: {len(model):,} words × {model.dim} dims in {model.metadata['seconds']} s",
         err=True,
     )
+
+
+def steps_table(rows: list[dict[str, Any]], title: str = "steps") -> Table:
+    """The build's steps as a table (the end of ``staticsem distill``), with their total."""
+    from staticsem.io.build_facts import HEADER, step_cells
+
+    table = Table(title=title, title_justify="left")
+    for index, name in enumerate(HEADER):
+        table.add_column(name, justify="right" if 0 < index < 4 else "left")
+    for row in rows:
+        table.add_row(*step_cells(row))
+    passes = sum(row.get("teacher_passes", 0) for row in rows)
+    seconds = sum(float(row.get("seconds", 0.0)) for row in rows)
+    table.add_row("total", f"{seconds:,.1f} s", f"{passes:,}", "", "", end_section=True)
+    return table
 
 
 def _typed(function: Callable[..., None], parameters: list[inspect.Parameter]) -> Callable[..., None]:
@@ -204,7 +235,8 @@ def method_command(method: Method) -> Callable[..., None]:
         run(method.name, settings_values(options, given), {p.name: given[p.name] for p in frame})
 
     command.__doc__ = f"{method.summary[0].upper()}{method.summary[1:]}."
-    return _typed(command, [o.parameter() for o in options] + frame)
+    parameters = [o.parameter() for o in options] + frame
+    return _typed(command, [cli_help.help_all(len(parameters)), *cli_help.arranged(parameters)])
 
 
 def _union() -> tuple[list[Option], dict[str, list[str]]]:
@@ -237,12 +269,12 @@ def legacy_command() -> Callable[..., None]:
     """``staticsem distill --method NAME ...``: every method's options at once (the older form)."""
     union, owners = _union()
     frame = _frame_parameters(None, frozenset(o.name for o in union))  # word2vec's --workers: gensim's
-    choices = "; ".join(f"{m.name} ({m.summary})" for m in methods())
+    choices = f"{listing([m.name for m in methods()], ' or ')} (the commands below)."
     method_parameter = inspect.Parameter(
         "method",
         inspect.Parameter.KEYWORD_ONLY,
         default="swe",
-        annotation=Annotated[str, typer.Option(help=choices)],
+        annotation=Annotated[str, cli_help.option("--method", "method", choices)],
     )
 
     def command(ctx: typer.Context, **given: Any) -> None:
@@ -263,8 +295,9 @@ def legacy_command() -> Callable[..., None]:
         run(method.name, settings_values(mine, given), {**{p.name: given[p.name] for p in frame}, **extra})
 
     context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
-    parameters = [o.parameter(help=_legacy_help(o, owners[o.flag])) for o in union]
-    return _typed(command, [context, method_parameter, *parameters, *frame])
+    parameters = [o.parameter(help=_legacy_help(o, owners[o.flag]), core_only=True) for o in union]
+    options = [method_parameter, *parameters, *frame]
+    return _typed(command, [context, cli_help.help_all(len(options)), *cli_help.arranged(options)])
 
 
 def _refusal(option: Option, union: list[Option], owners: dict[str, list[str]]) -> str:

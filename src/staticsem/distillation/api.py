@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from staticsem.distillation.method import Frame, Method, listing
+from staticsem.distillation.method import Frame, Method, Need, listing
 from staticsem.distillation.methods import get_method, methods
 from staticsem.distillation.teachers.device import check_device
 from staticsem.distillation.workers import check_workers
@@ -17,6 +18,7 @@ from staticsem.model import StaticModel
 
 logger = logging.getLogger(__name__)
 
+LICENSE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+-]*")  # an SPDX-like id, as model cards name them
 # Why a method refuses one of ``distill``'s common arguments that its settings lack.
 _REFUSALS = {
     "teacher": "the {method} method runs no teacher",
@@ -46,6 +48,7 @@ def distill(
     teacher_backend: str | None = None,
     device: str = "auto",
     workers: int | None = None,
+    license: str | None = None,
     **options: Any,
 ) -> StaticModel:
     """Distil a static model from ``teacher`` (``None``: the packaged all-MiniLM-L6-v2), or train a baseline.
@@ -74,6 +77,8 @@ def distill(
         the CPU), ``cpu``, ``cuda`` or ``cuda:N``. On a GPU the teacher runs in torch at
         ``teacher_precision`` (``auto``: fp16); on the CPU in ONNX Runtime with int8 weights.
     :param workers: processes for the corpus's passes (reading, counting, choosing, hashing) [every core].
+    :param license: the model's licence id (e.g. ``apache-2.0``) for config.json and the card [the licence
+        the teacher's model card names, else unknown].
     :raises InputError: for unknown methods or options, bad settings, unreadable inputs, CUDA without a GPU.
     """
     chosen = get_method(method)
@@ -91,6 +96,8 @@ def distill(
     scaled = ray is not None or ray_workers is not None
     _check_frame(chosen, out, scaled)
     settings.validate()  # before any cluster starts
+    if license is not None and not LICENSE_ID.fullmatch(license):
+        raise InputError(f"--license takes a licence id such as apache-2.0 or mit, got {license!r}")
     frame = Frame(
         out=None if out is None else Path(out),
         dtype=dtype,
@@ -102,11 +109,29 @@ def distill(
         device=check_device(device),
     )
     model = _run(chosen, settings, frame, (ray or "auto", ray_workers) if scaled else None)
+    found = _license(chosen, settings, license)
+    if found is not None:
+        model.metadata["license"] = found
     if frame.out is not None:
         from staticsem.io.card import refresh
+        from staticsem.io.common import write_metadata
 
+        if found is not None:
+            write_metadata(frame.out, license=found)
         refresh(frame.out)  # README.md: what the folder holds and how it was made
     return model
+
+
+def _license(method: Method, settings: Any, given: str | None) -> dict[str, str] | None:
+    """The model's licence and where it comes from: ``given``, else what the teacher's model card names."""
+    if given is not None:
+        return {"id": given, "source": "build"}
+    if Need.TEACHER not in method.needs:
+        return None
+    from staticsem.distillation.teachers.teacher import teacher_license
+
+    found = teacher_license(settings.teacher)
+    return None if found is None else {"id": found, "source": "teacher"}
 
 
 def _check_frame(method: Method, out: str | Path | None, scaled: bool) -> None:

@@ -23,6 +23,7 @@ from staticsem.distillation.teachers.device import resolve_device, resolve_runti
 from staticsem.distillation.teachers.teacher import DEFAULT_TEACHER, Teacher
 from staticsem.distillation.workers import check_workers
 from staticsem.errors import InputError
+from staticsem.io.build_facts import step_rows
 from staticsem.text import BUILTIN_SPLITTERS, WordSplitter, make_splitter
 from staticsem.version import BUILD_PACKAGES, environment
 
@@ -104,6 +105,7 @@ class StepRun:
                 )
             )
         self.records: dict[str, dict[str, Any]] = {}  # finished steps of this run, in order
+        self.reused: list[str] = []  # the steps this run took from the work folder
         self.corpus_prints = fingerprint_sources(settings.corpus)
         language = getattr(settings, "language", None)  # a per-language run of an untagged corpus
         self.options = CorpusOptions(
@@ -280,10 +282,12 @@ class StepRun:
                 record = self.work.finish(step, keys[step], timed(getattr(self, f"_{step}")))
             else:
                 logger.info("step %s: reusing the finished result in %s", step, self.work.folder)
+                self.reused.append(step)
             self.records[step] = record
 
     def metadata(self, teacher_passes: int, **extra: Any) -> dict[str, Any]:
-        """What the model's config.json records: method, teacher, corpus, settings, steps, cost."""
+        """What the model's config.json records: method, teacher, corpus, settings, steps (and their table:
+        time, teacher passes, sentences/s), cost."""
         # lists of the vocabulary, the phrases and the chosen sentences
         long = ("words", "counts", "sentences", "phrases", "scores", "word_counts")
         steps = {
@@ -298,6 +302,7 @@ class StepRun:
             "corpus": self.corpus_prints,
             "settings": record(self.settings, **prompt),
             "steps": steps,
+            "step_times": step_rows(self.records, self.reused),
             "teacher_passes": teacher_passes,
             **extra,
             "runtime": {"device": self.runtime.describe(), "workers": self.workers},

@@ -4,7 +4,8 @@ it scores.
 Written by ``distill`` into every saved model folder, rewritten by ``staticsem eval --output FOLDER/…``
 when the report lands in the model's folder, and by ``staticsem push`` (with the hub name), so a copied
 folder explains itself. Everything comes from the folder: ``config.json`` (format, method, teacher, corpus
-fingerprints, settings, teacher passes, time) and the ``staticsem eval`` reports (JSON) beside it. The card
+fingerprints, settings, the steps' times and teacher passes, the licence the build recorded) and the
+``staticsem eval`` reports (JSON) beside it. The card
 claims only what works for the folder's format: model2vec and sentence-transformers read staticsem's own
 folder only after ``staticsem convert``. The YAML header is written here (no yaml package needed); a README
 that staticsem did not write is never replaced. Standard library only, plus ``staticsem.io.layout``'s
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from staticsem.errors import StaticsemError
+from staticsem.io.build_facts import license_text, recorded_rows, steps_markdown
 from staticsem.io.common import read_json
 from staticsem.io.eval_reports import Scores
 from staticsem.io.layout import TOKEN_LEVEL, folder_format, is_hub_name, static_module_path
@@ -47,7 +49,7 @@ def write(folder: str | Path, *, repo_id: str | None = None, license: str | None
     if previous is not None and MARK not in previous:
         logger.info("%s was not written by staticsem: kept as it is", path)
         return None
-    if license is None and previous is not None:
+    if license is None and previous is not None:  # a licence set for the card (push --license) stays
         license = front_matter(previous).get("license")
     with atomic_file(path) as tmp:
         tmp.write_text(render(path.parent, repo_id=repo_id, license=license), encoding="utf-8")
@@ -122,7 +124,9 @@ def render(folder: Path, *, repo_id: str | None = None, license: str | None = No
     model = Folder(folder)
     name = repo_id or folder.resolve().name
     scores = Scores.find(folder, model.rows, model.dim)
-    data: dict[str, Any] = {"library_name": "staticsem", "license": license or "unknown"}
+    recorded = _mapping(model.metadata.get("license")).get("id")
+    chosen = license if license not in (None, "unknown") else recorded
+    data: dict[str, Any] = {"library_name": "staticsem", "license": chosen or "unknown"}
     base = teacher_hub_id(model.metadata.get("teacher"))
     if base:
         data["base_model"] = base
@@ -142,6 +146,7 @@ def render(folder: Path, *, repo_id: str | None = None, license: str | None = No
         *_summary(model),
         *_usage(model, repo_id or folder.resolve().name, repo_id is not None),
         *_making(model),
+        *(["## License", "", license_text(model.metadata.get("license"), chosen), ""] if model.ours else []),
         *(scores.markdown() if scores is not None else []),
     ]
     return "---\n" + "\n".join(_yaml(data)) + "\n---\n\n" + "\n".join(body).rstrip() + "\n"
@@ -217,14 +222,14 @@ def _facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
     facts += [("teacher passes", f"{passes:,}" if isinstance(passes, int) else passes)]
     facts += [("build time", _duration(meta["seconds"]) if "seconds" in meta else None)]
     facts += [("teacher ran on", _mapping(meta.get("runtime")).get("device"))]
-    facts += [("trained on pairs", _pairs_text(meta))]
+    facts += [("trained on pairs", pairs_text(meta))]
     facts += [("peak memory", f"{meta['peak_rss_mib']:,.0f} MiB" if "peak_rss_mib" in meta else None)]
     hub_id = teacher_hub_id(meta.get("teacher"))
     link = f" ([{hub_id}](https://huggingface.co/{hub_id}))" if hub_id and hub_id != meta["teacher"] else ""
     return [(key, f"`{value}`{link}" if key == "teacher" else str(value)) for key, value in facts if value]
 
 
-def _pairs_text(meta: dict[str, Any]) -> str | None:
+def pairs_text(meta: dict[str, Any]) -> str | None:
     """The pairs training ``train-pairs`` or ``distill --pairs`` recorded: files, pairs, steps."""
     record = meta.get("pairs") or _mapping(meta.get("steps")).get("pairs")
     if not isinstance(record, dict) or not isinstance(record.get("pairs"), dict):
@@ -331,6 +336,9 @@ def _making(model: Folder) -> list[str]:
             source = item.get("source") or item.get("path") or ""
             lines.append(f"| `{source}` | {item.get('language', '')} | {size} | `{digest}` |")
         lines.append("")
+    steps = recorded_rows(meta)
+    if steps:
+        lines += ["Steps (time, teacher passes and their rate):", "", *steps_markdown(steps), ""]
     record = {key: value for key, value in meta.items() if key not in ("corpus",)}
     lines += [
         "<details><summary>Everything config.json records (settings, steps, cost)</summary>",

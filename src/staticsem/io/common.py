@@ -111,6 +111,17 @@ def write_modes(path: Path, modes: Mapping[str, ModeSettings]) -> Path:
     config.pop("modes", None)
     if modes:
         config["modes"] = modes_config(modes)
+    return _write_config(path, config)
+
+
+def write_metadata(path: Path, **values: Any) -> Path:
+    """Set ``values`` in the metadata of the staticsem folder ``path`` (its ``config.json``, atomically)."""
+    config = read_json(path / "config.json")
+    config["metadata"] = {**(config.get("metadata") or {}), **values}
+    return _write_config(path, config)
+
+
+def _write_config(path: Path, config: dict[str, Any]) -> Path:
     with atomic_file(path / "config.json") as tmp:
         tmp.write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     return path

@@ -45,6 +45,24 @@ def resolve_teacher(name: str | None) -> tuple[str, bool]:
     return name, False
 
 
+def teacher_license(name: str | None) -> str | None:
+    """The licence id the teacher's model card names (``license:`` in the front matter of its README.md): a
+    local folder's, the packaged teacher's, or a hub teacher's card where the hub cache holds it (nothing is
+    downloaded); None where no card names one."""
+    from staticsem.io.card import front_matter
+
+    path, local = resolve_teacher(name)
+    card: Any = Path(path) / "README.md" if local else None
+    if not local:
+        from huggingface_hub import try_to_load_from_cache
+
+        card = try_to_load_from_cache(path, "README.md")
+    if not isinstance(card, (str, Path)) or not Path(card).is_file():
+        return None
+    found = front_matter(Path(card).read_text(encoding="utf-8", errors="replace")).get("license")
+    return str(found) if isinstance(found, str) and found.strip() and found != "unknown" else None
+
+
 def teacher_shape(name: str | None, trust_remote_code: bool = False) -> tuple[int, int]:
     """``(width, layers)`` of a teacher's transformer, read from its config (no weights are loaded).
 
