@@ -189,3 +189,18 @@ def test_without_phrases_keeps_every_word_row_and_its_vector() -> None:
     assert words.vocab == WORDS
     np.testing.assert_array_equal(words.vectors, model.vectors[: len(WORDS)])
     assert words.phrases == [] and model.without_phrases().encode("zzz").shape == (8,)
+
+
+def test_info_counts_the_phrases_and_says_how_they_count(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from staticsem.cli import app
+
+    for mode, how in (("add", "beside their words' rows"), ("replace", "in place of their words' rows")):
+        phrase_model(mode).save(tmp_path / mode)
+        shown = CliRunner().invoke(app, ["info", str(tmp_path / mode)], env={"COLUMNS": "200"}).stdout
+        assert f"{len(PHRASES)} ({mode}: each found phrase's row counts {how})" in shown
+    StaticModel(WORDS, np.eye(len(WORDS), dtype=np.float32)).save(tmp_path / "none")
+    shown = CliRunner().invoke(app, ["info", str(tmp_path / "none")], env={"COLUMNS": "200"}).stdout
+    (row,) = [line for line in shown.splitlines() if " phrases " in line]
+    assert row.split()[1:4] == ["phrases", "│", "none"]

@@ -58,10 +58,20 @@ def info(
         ("dtype", static.dtype),
         ("bytes on disk", f"{sum(p.stat().st_size for p in files):,}"),
         ("subword fallback", _fallback(static)),
+        ("phrases", _phrases(static)),
         *facts(static.metadata, static.modes),
     ]:
         table.add_row(key, value)
     Console().print(table)
+
+
+def _phrases(model: StaticModel) -> str:
+    """How many phrases the model has and how a found one counts."""
+    found = len(model.phrases)
+    if not found:
+        return "none"
+    how = "beside their words' rows" if model.phrase_mode == "add" else "in place of their words' rows"
+    return f"{found:,} ({model.phrase_mode}: each found phrase's row counts {how})"
 
 
 def _record(model: StaticModel) -> dict[str, Any]:
