@@ -8,7 +8,8 @@ Rows (``--runs``, separated by ``;``):
 - ``LABEL@SOURCE:CHANGES``: a **variant** of the finished build SOURCE. Its work folder is cloned (records
   and files up to stage 1, the pieces and the short sentences' targets), stage 1's phrase rows are filtered
   by CHANGES (``phrases=K``: the first K phrases in the choice's order, the most frequent first;
-  ``words=2``: two-word phrases only; ``mode=add|replace``) and the pipeline itself runs the PCA, the
+  ``words=2``: two-word phrases only; ``mode=add|replace``; ``init=zero|context``, the phrases' rows
+  before KD) and the pipeline itself runs the PCA, the
   pieces' rows and KD into ``--models/LABEL``. A variant skips the sentence choice and stage 1, so its
   sentences are SOURCE's: a build asked for fewer phrases chooses a few thousand fewer sentences (said
   beside each row). Its build time is SOURCE's steps to stage 1 plus its own.
@@ -123,10 +124,9 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
     source, work, out = models / f".{name}.work", models / f".{label}.work", models / label
     config = json.loads((models / name / "config.json").read_text())["metadata"]
     settings = settings_of(config["settings"], SWESettings)
-    if "mode" in options:
-        settings = dataclasses.replace(
-            settings, phrase=dataclasses.replace(settings.phrase, mode=options["mode"])
-        )
+    changed = {k: options[k] for k in ("mode", "init") if k in options}
+    if changed:
+        settings = dataclasses.replace(settings, phrase=dataclasses.replace(settings.phrase, **changed))
     started = time.perf_counter()
     if not (out / "config.json").is_file():
         clone(source, work)

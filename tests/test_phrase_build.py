@@ -376,3 +376,32 @@ def test_bad_phrase_options_stop_in_one_line_before_any_pass(
         result.stderr
     )  # and the teacher's name
     assert not (tmp_path / "m").exists() and not (tmp_path / ".m.work").exists()
+
+
+def test_zero_init_starts_distillation_from_the_words_alone(
+    tmp_path: Path, phrase_tokenizer: Tokenizer
+) -> None:
+    from staticsem.distillation.methods.swe.phrase_step import starting_rows
+
+    phrases = PhraseSettings(min_count=5, threshold=1.0, init="zero")
+    pipeline, model = build(tmp_path, phrase_tokenizer, phrases=6, phrase=phrases)
+    stage2 = staticsem.load(tmp_path / ".m.work" / "stage2")
+    start = starting_rows(stage2, pipeline.settings)
+    rows = [start.vocab.index(p) for p in start.phrases]
+    assert not start.vectors[rows].any() and stage2.vectors[rows].any()
+    words = [i for i, entry in enumerate(start.vocab) if " " not in entry]
+    np.testing.assert_array_equal(start.vectors[words], stage2.vectors[words])
+    texts = (tmp_path / "corpus.txt").read_text(encoding="utf-8").splitlines()[:50]
+    np.testing.assert_allclose(start.encode(texts), start.without_phrases().encode(texts), atol=1e-6)
+    assert sorted(model.phrases) == sorted(stage2.phrases)
+    assert pipeline.keys["kd"] != build_key(tmp_path, phrase_tokenizer)  # another start, another KD
+
+
+def build_key(tmp_path: Path, tokenizer: Tokenizer) -> str:
+    """The distillation key of the same build with the phrases' rows started from stage 1."""
+    settings = replace(
+        tiny_swe(tmp_path / "corpus.txt", fallback="prefix"),
+        phrases=6,
+        phrase=PhraseSettings(min_count=5, threshold=1.0),
+    )
+    return Pipeline(settings, tmp_path / "m", teacher=FakeTeacher(tokenizer), show_progress=False).keys["kd"]  # type: ignore[arg-type]

@@ -27,6 +27,7 @@ from staticsem.phrases import DEFAULT_MODE, MAX_WORDS, MODES, PhraseTable
 from staticsem.text import split_words
 
 logger = logging.getLogger(__name__)
+INITS = ("context", "zero")
 
 
 @dataclass(frozen=True)
@@ -45,11 +46,18 @@ class PhraseSettings:
     )
     max_words: int = setting(3, "Words of the longest phrase (2 or 3).")
     per_phrase: int = setting(3, "Occurrences each phrase should get in the chosen sentences.")
+    init: str = setting(
+        "context",
+        "A phrase's row before distillation: context (its stage-1 state, as a word's) or zero (it moves a "
+        "text only as far as distillation teaches it).",
+    )
 
     def validate(self) -> None:
         """Raise ``InputError`` for settings that cannot work."""
         if self.mode not in MODES:
             raise InputError(f"--phrase-mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.init not in INITS:
+            raise InputError(f"--phrase-init must be one of {', '.join(INITS)}, got {self.init!r}")
         if not 2 <= self.max_words <= MAX_WORDS:
             raise InputError(f"--phrase-max-words must be 2 to {MAX_WORDS}, got {self.max_words}")
         for name in ("min_count", "per_phrase"):

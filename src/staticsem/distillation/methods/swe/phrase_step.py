@@ -5,7 +5,6 @@ vocabulary's words, the listed phrases' words it lacked, and the phrases (``phra
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,9 @@ from staticsem.distillation.corpus.languages import apportion, needs_subword
 from staticsem.distillation.corpus.phrase_choice import choose, read_phrase_list, settle
 from staticsem.distillation.stages.crosslingual import corpus_languages
 from staticsem.errors import InputError
-from staticsem.phrases import PhraseTable, table_of
+from staticsem.model import StaticModel
+from staticsem.phrases import PhraseTable, is_phrase, table_of
+from staticsem.quantize import dequantize
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def wants_phrases(settings: Any) -> bool:
 def phrases_key(settings: Any, vocab_key: str) -> str:
     """Key of the phrases step: the vocabulary, the count, the choice's settings and the list's content."""
     listed = [] if settings.phrases_from is None else read_phrase_list(Path(settings.phrases_from))
-    choice = {k: v for k, v in asdict(settings.phrase).items() if k not in ("mode", "per_phrase")}
+    choice = {k: getattr(settings.phrase, k) for k in ("min_count", "threshold", "max_words")}
     return fingerprint({"vocab": vocab_key, "n": settings.phrases, **choice}, [" ".join(p) for p in listed])
 
 
@@ -122,6 +123,16 @@ def unit_targets(run: Any) -> list[int]:
     targets = s.word_targets(len(vocab["words"]))
     rare = [s.sentences_per_rare_word] * len(found["words"])
     return [*targets, *rare, *[s.phrase.per_phrase] * len(found["phrases"])]
+
+
+def starting_rows(stage2: StaticModel, settings: Any) -> StaticModel:
+    """``stage2`` as distillation starts from it: the phrases' rows as ``--phrase-init`` says (``context``:
+    stage 1's, through the PCA; ``zero``: nothing, so a phrase moves a text only as far as it learns to)."""
+    if settings.phrase.init != "zero" or not stage2.phrases:
+        return stage2
+    vectors = dequantize(stage2.vectors, stage2.scales).copy()
+    vectors[[i for i, entry in enumerate(stage2.vocab) if is_phrase(entry)]] = 0.0
+    return stage2.replace(vectors=vectors, scales=None)
 
 
 def phrase_table(entries: list[str]) -> PhraseTable | None:

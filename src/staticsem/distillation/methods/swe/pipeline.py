@@ -36,6 +36,7 @@ from staticsem.distillation.methods.swe.phrase_step import (
     phrase_table,
     phrases_key,
     phrases_step,
+    starting_rows,
     unit_targets,
     units,
     wants_phrases,
@@ -199,6 +200,8 @@ class Pipeline(StepRun):
             }
             keys["pieces"] = fingerprint(states)
             objective["pieces"] = {"states": keys["pieces"], "weight": s.piece_train_weight}
+        if wants_phrases(s) and s.phrase.init != "context":
+            objective["phrase_init"] = s.phrase.init
         # a setting added later counts only when used, so keys of runs made without it stay as they were
         settings = {k: v for k, v in asdict(s.kd).items() if k != "average" or v}
         kd = fingerprint({"pca": pca, "kd": settings, **objective})
@@ -388,7 +391,7 @@ class Pipeline(StepRun):
         return merge_runs(runs, self.work.folder, self.method, self.splitter.name)
 
     def _kd(self) -> dict[str, Any]:
-        stage2 = self._with_pieces(self._with_kd_words(self._load("stage2")))
+        stage2 = self._with_pieces(self._with_kd_words(starting_rows(self._load("stage2"), self.settings)))
         s = self.settings
         objectives: list[Objective] = []
         if s.objective in ("kd", "both"):
