@@ -55,7 +55,10 @@ def shrunk(model: str, options: list[str]) -> str:
 
     metadata = library.load(model).metadata
     changed, chosen = settings_changes(metadata["method"], metadata["settings"])
-    given = [change for change in changed + chosen if f"--{change[0]}" in options]
+    flags = {
+        option.split("=")[0] for option in options if option.startswith("--")
+    }  # --flag, --flag=, --no-flag
+    given = [change for change in changed + chosen if flags & {f"--{change[0]}", f"--no-{change[0]}"}]
     return f"The demo shrank the full recipe (its defaults in brackets): {changes_text(given, True)}."
 
 

@@ -149,3 +149,16 @@ def test_a_build_records_the_teacher_s_licence_and_the_card_says_the_data_s_term
     assert "\nlicense: unknown\n" in (tmp_path / "none" / "README.md").read_text(encoding="utf-8")
     with pytest.raises(InputError, match="--license takes a licence id"):
         distil(tiny_teacher, tmp_path / "bad", license="Apache License 2.0")
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_info_folds_a_long_value_whole_on_a_narrow_terminal(
+    tiny_model: StaticModel, tmp_path: Path, columns: int
+) -> None:
+    teacher = "/models/" + "a-very-long-teacher-folder-name-without-spaces-" * 3 + "minilm"
+    tiny_model.metadata = {**demo_metadata(), "teacher": teacher}
+    folder = tiny_model.save(tmp_path / "long")
+    text = runner.invoke(app, ["info", str(folder)], env={"COLUMNS": str(columns)}).stdout
+    assert "…" not in text
+    cells = [line.split("│")[2].strip() for line in text.splitlines() if line.count("│") == 3]
+    assert teacher in "".join(cells)  # folded over several lines, every character there

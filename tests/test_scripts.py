@@ -52,3 +52,50 @@ def test_the_demo_runs_its_commands_here_and_says_what_it_shrank(
     assert said is not None, out
     shrunk = [part.split(" (")[0] for part in said.group(1).split("), ")]  # what it says it changed
     assert sorted(part.split()[0] for part in shrunk) == sorted(flag[2:] for flag in options[::2])
+
+
+@pytest.mark.parametrize(
+    ("argv", "embedded", "first"),
+    [
+        (["m"], True, ["distill", "swe", "--out", "m", "SMALL"]),  # make demo: the small recipe
+        (["m"], False, ["distill", "token", "--out", "m"]),  # no embedded corpus: the token method
+        (["m", "--", "--corpus", "c.txt"], False, ["distill", "swe", "--out", "m", "--corpus", "c.txt"]),
+    ],
+)
+def test_the_demo_builds_then_shows_on_every_path(
+    argv: list[str], embedded: bool, first: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import demo
+
+    from staticsem.distillation.corpus import embedded as corpus
+
+    done: list[list[str]] = []
+    monkeypatch.setattr(demo, "SMALL", ["SMALL"])
+    monkeypatch.setattr(corpus, "available", lambda: embedded)
+    monkeypatch.setattr(demo, "staticsem", lambda *args: done.append(list(args)))
+    monkeypatch.setattr(demo, "shrunk", lambda model, options: done.append(["shrunk", model, *options]) or "")
+    monkeypatch.setattr(demo, "show", lambda model, *rest: done.append(["show", model]))
+    demo.main(argv)
+    assert done[0] == first
+    assert done[-1] == ["show", "m"]  # what the model does, after whichever build
+    assert (done[1][0] == "shrunk") == (first[1] == "swe")
+
+
+def test_the_demo_names_options_given_with_an_equals_sign_or_switched_off(tmp_path: Path) -> None:
+    import sys
+
+    sys.path.insert(0, str(SCRIPTS))
+    import demo
+    import numpy as np
+
+    from staticsem import StaticModel
+    from staticsem.distillation.method import record
+    from staticsem.distillation.methods.swe.settings import SWESettings
+
+    settings = record(SWESettings(vocab_size=500, check_tokenizer=False, dim=64))
+    StaticModel(["a"], np.ones((1, 2), np.float32), metadata={"method": "swe", "settings": settings}).save(
+        tmp_path / "m"
+    )
+    said = demo.shrunk(str(tmp_path / "m"), ["--vocab-size=500", "--no-check-tokenizer", "--dim", "64"])
+    assert "vocab-size 500" in said and "check-tokenizer" in said and "dim 64" in said

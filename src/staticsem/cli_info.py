@@ -51,6 +51,8 @@ def info(
         return
     files = [folder] if folder.is_file() else [p for p in folder.rglob("*") if p.is_file()]
     table = Table(show_header=False)
+    table.add_column(no_wrap=True)
+    table.add_column(overflow="fold")  # a long value (a teacher's path) folds: never cut with "…"
     for key, value in [
         ("format", detect(folder).value),
         ("words", f"{len(static):,}"),
