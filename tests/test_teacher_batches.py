@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 import torch
 from safetensors.numpy import load_file
+from tokenizers import Tokenizer
 
-from fakes import FakeTeacher, write_corpus
+from fakes import FakeTeacher, tiny_swe, write_corpus
 from staticsem.distillation.stages.contexts import chunk_arrays, group_contexts
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Distillation, Regression
@@ -381,6 +382,38 @@ def test_the_plan_key_tells_apart_plans_that_differ_anywhere() -> None:
     assert plan_key(plan) != plan_key(swapped)
     assert plan_key(plan) != plan_key([order[:499], order[499:]])
     assert plan_key(plan) != plan_key([order[:500], order[500:999]])
+    longer = np.arange(10_000)  # past any prefix the key might hash: two sentences swapped at the end
+    moved = longer.copy()
+    moved[[9_997, 9_998]] = moved[[9_998, 9_997]]
+    assert plan_key([longer[:5_000], longer[5_000:]]) != plan_key([moved[:5_000], moved[5_000:]])
+
+
+def test_ray_gpu_replicas_plan_by_the_token_budget_and_cpu_ones_record_what_they_run(
+    subword_tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    """A pipeline on a Ray cluster with GPUs batches its passes by tokens (as a single process on a GPU
+    does), its keys say so; CPU replicas run torch at fp32 whatever precision is asked, and say so."""
+    from staticsem.distillation.methods.swe.pipeline import Pipeline
+    from staticsem.scale.cluster import Placement
+    from staticsem.scale.distill import RayScale
+
+    def scale(gpus: float) -> RayScale:
+        made = RayScale.__new__(RayScale)
+        made.placement, made.build = Placement(1, 1.0, gpus, 1), None
+        return made
+
+    write_corpus(tmp_path / "corpus.txt", 50)
+    settings = tiny_swe(tmp_path / "corpus.txt", fallback="prefix", teacher_backend="torch")
+    teacher = FakeTeacher(subword_tokenizer)
+    on_gpus = Pipeline(settings, tmp_path / "m", teacher=teacher, scale=scale(1.0), show_progress=False)  # type: ignore[arg-type]
+    assert on_gpus.on_gpu and on_gpus.runtime.device == "ray-gpu"
+    assert on_gpus.extraction()["batch_tokens"] == settings.batch_tokens
+    assert (
+        on_gpus.keys["extract"]
+        != Pipeline(settings, tmp_path / "m", teacher=teacher, show_progress=False).keys["extract"]
+    )  # type: ignore[arg-type]
+    asked = scale(0.0).runtime("auto", "torch", "bf16")
+    assert (asked.device, asked.backend, asked.precision) == ("ray", "torch", "fp32")
 
 
 @pytest.mark.parametrize("chunk", [2, 3, 64])

@@ -264,3 +264,30 @@ def test_the_token_method_runs_a_teacher_onnx_cannot_export_on_torch(
     settings = model.metadata["settings"]
     assert (settings["teacher_backend"], settings["teacher_precision"]) == ("torch", "fp32")
     assert model.metadata["runtime"]["device"] == "cpu, torch fp32"
+
+
+def test_distill_asked_for_onnx_refuses_a_teacher_it_cannot_export_in_one_line(
+    teacher_of: Callable[[str], Path], corpus: Path, tmp_path: Path
+) -> None:
+    """The runtime a build resolves from an explicit ``--teacher-backend onnx-int8`` has no fallback."""
+    args = ["distill", "--teacher", str(teacher_of("gemma3-dense")), "--out", str(tmp_path / "m")]
+    args += ["--corpus", str(corpus), *SMALL.split(), "--teacher-backend", "onnx-int8"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]  # a line of its own
+    assert lines == [
+        "error: the onnx-int8 teacher backend cannot export this teacher (gemma3_text) to ONNX "
+        "(RuntimeError: unordered_map::at)"
+    ]
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_prompt_name_that_stands_for_no_text_records_the_empty_text(
+    teacher_of: Callable[[str], Path], corpus: Path, tmp_path: Path
+) -> None:
+    """Qwen3's ``document`` prompt is empty: the build read nothing before each text and says so."""
+    args = ["distill", "--teacher", str(teacher_of("qwen3")), "--out", str(tmp_path / "m")]
+    result = CliRunner().invoke(app, [*args, "--corpus", str(corpus), *SMALL.split(), "--prompt", "document"])
+    assert result.exit_code == 0, result.output
+    metadata = json.loads((tmp_path / "m" / "config.json").read_text(encoding="utf-8"))["metadata"]
+    assert metadata["settings"]["prompt"] == ""

@@ -294,8 +294,11 @@ class StepRun:
             name: {k: v for k, v in record.items() if k != "key" and not (k in long and isinstance(v, list))}
             for name, record in self.records.items()
         }
-        read = self.teacher_facts()["prompt"]  # its folder's default prompt too, where none was asked for
-        prompt = {"prompt": read or self.settings.prompt} if hasattr(self.settings, "prompt") else {}
+        # the text the teacher read: its folder's default prompt where none was asked for, and the empty text
+        # a prompt name may stand for; nothing (null) where neither asked for nor read
+        read, asked = self.teacher_facts()["prompt"], getattr(self.settings, "prompt", None)
+        text = read if read is not None and (read or asked is not None) else asked
+        prompt = {"prompt": text} if hasattr(self.settings, "prompt") else {}
         return {
             "method": self.method,
             "teacher": self.settings.teacher or DEFAULT_TEACHER,

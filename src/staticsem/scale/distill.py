@@ -17,7 +17,7 @@ import shutil
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +142,13 @@ class RayScale:
     def runtime(self, device: str, backend: str, precision: str) -> Runtime:
         """The replicas' teacher backend and precision (``auto``: torch at fp16 where they hold GPUs, else
         onnx-int8); ``device`` is this machine's, which Ray's placement decides for them."""
-        return resolve_runtime("ray-gpu" if self.placement.num_gpus else "ray", backend, precision)
+        runtime = resolve_runtime("ray-gpu" if self.placement.num_gpus else "ray", backend, precision)
+        if runtime.device == "ray" and runtime.backend == "torch" and runtime.precision != "fp32":
+            logger.warning("the Ray replicas run on CPUs: torch at fp32, not %s", runtime.precision)
+            runtime = replace(
+                runtime, precision="fp32"
+            )  # what they run (``TeacherSpec``), so what is recorded
+        return runtime
 
     def default_teacher(self, spec: TeacherSpec) -> None:
         """Use ``spec`` for the replicas unless a ``build`` was given."""

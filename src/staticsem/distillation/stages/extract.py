@@ -212,14 +212,14 @@ def extract(
         mininterval=2,
     )
     planned = (Batch(chosen, [sentences[i] for i in chosen]) for chosen in plan[done:])
-    with _host_threads(teacher), ahead(planned, run, workers) as ready:
+    # the bar closed whatever happens: an error's line starts on a line of its own
+    with progress, _host_threads(teacher), ahead(planned, run, workers) as ready:
         for number, batch in enumerate(ready, start=done):
             rows.put(batch.rows, run(batch, sums, counts))
             progress.update(len(batch.rows))
             if checkpoint is not None and time.monotonic() - last_save > save_every:
                 save_partial(checkpoint, sums, counts, rows.arrays, number + 1, key)
                 last_save = time.monotonic()
-    progress.close()
     if checkpoint is not None:
         save_partial(checkpoint, sums, counts, rows.arrays, len(plan), key)
     return rows.result(sums, counts)
