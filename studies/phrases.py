@@ -8,7 +8,8 @@ Rows (``--runs``, separated by ``;``):
 - ``LABEL@SOURCE:CHANGES``: a **variant** of the finished build SOURCE. Its work folder is cloned (records
   and files up to stage 1, the pieces and the short sentences' targets), stage 1's phrase rows are filtered
   by CHANGES (``phrases=K``: the first K phrases in the choice's order, the most frequent first;
-  ``words=2``: two-word phrases only; ``mode=add|replace``; ``init=zero|context``, the phrases' rows
+  ``words=2``: two-word phrases only; ``score=S``: those scored S or more (the choice's threshold raised);
+  ``mode=add|replace``; ``init=zero|context``, the phrases' rows
   before KD) and the pipeline itself runs the PCA, the
   pieces' rows and KD into ``--models/LABEL``. A variant skips the sentence choice and stage 1, so its
   sentences are SOURCE's: a build asked for fewer phrases chooses a few thousand fewer sentences (said
@@ -90,14 +91,19 @@ def clone(source: Path, work: Path) -> None:
             (work / item.name).symlink_to(item.resolve())
 
 
-def filtered_stage1(source: Path, work: Path, phrases: int | None, words: int | None) -> dict[str, int]:
+def filtered_stage1(
+    source: Path, work: Path, phrases: int | None, words: int | None, score: float | None = None
+) -> dict[str, int]:
     """Stage 1 of ``source`` with its phrases filtered (the first ``phrases`` of the choice, those of at most
-    ``words`` words), written into ``work``."""
+    ``words`` words, those scored ``score`` or more), written into ``work``."""
     import staticsem
     from staticsem.phrases import is_phrase
 
     stage1 = staticsem.load(source / "stage1")
-    chosen = json.loads((source / "phrases.json").read_text())["phrases"]
+    record = json.loads((source / "phrases.json").read_text())
+    chosen = record["phrases"]
+    if score is not None:
+        chosen = [p for p, s in zip(chosen, record["scores"], strict=True) if s >= score]
     wanted = set(chosen[:phrases] if phrases is not None else chosen)
     if words is not None:
         wanted = {p for p in wanted if len(p.split()) <= words}
@@ -131,7 +137,8 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
     if not (out / "config.json").is_file():
         clone(source, work)
         phrases = int(options["phrases"]) if "phrases" in options else None
-        filtered_stage1(source, work, phrases, int(options["words"]) if "words" in options else None)
+        words = int(options["words"]) if "words" in options else None
+        filtered_stage1(source, work, phrases, words, float(options["score"]) if "score" in options else None)
         Pipeline(settings, out, work_dir=work).run()
     seconds = time.perf_counter() - started
     steps = json.loads((out / "config.json").read_text())["metadata"]["steps"]
@@ -185,6 +192,8 @@ def oracle(label: str, models: Path, data: Path, teacher: str) -> dict[str, Any]
 
     import kd_ceiling
     import staticsem
+    from staticsem.distillation.methods.swe.phrase_step import starting_rows
+    from staticsem.distillation.methods.swe.settings import SWESettings
     from staticsem.distillation.stages.kd import KDSettings, train_table
     from staticsem.eval.encoders import load_encoder
     from staticsem.eval.sts import STS
@@ -192,7 +201,8 @@ def oracle(label: str, models: Path, data: Path, teacher: str) -> dict[str, Any]
     work = models / f".{label}.work"
     sentences = json.loads((work / "select.json").read_text())["sentences"]
     targets = load_file(str(work / "stage1.safetensors"))["embeddings"]
-    stage2 = staticsem.load(work / "stage2")
+    config = json.loads((models / label / "config.json").read_text())["metadata"]
+    stage2 = starting_rows(staticsem.load(work / "stage2"), settings_of(config["settings"], SWESettings))
     sts = STS(data, STS_FILES)
     tests = sorted(set(sts.sentences()))
     test_targets = load_encoder(f"st:{teacher}", "onnx-int8", work / "onnx").encode(tests)
