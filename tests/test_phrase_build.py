@@ -196,6 +196,8 @@ def test_counts_take_every_chunk_of_the_stored_corpus(
         ("heart attack\nlonely\n", r":2: 'lonely' has 1 words"),
         ("heart attack\nthe new york times\n", r":2: 'the new york times' has 4 words"),
         ("heart-attack\n", r":1: 'heart-attack' holds punctuation"),
+        ("ice cream\nnew york,\n", r":2: 'new york,' holds punctuation"),
+        ("new. york\n", r":1: 'new. york' holds punctuation"),
     ],
 )
 def test_a_bad_phrase_list_names_its_file_and_line(tmp_path: Path, text: str, error: str) -> None:
@@ -353,6 +355,7 @@ def test_a_language_without_spaces_gets_no_phrases(
         (["--phrases-from", "FOUR"], "FOUR:1: 'the new york times' has 4 words"),
         (["--phrases-from", "EMPTY"], "EMPTY: holds no phrase"),
         (["--phrases", "5", "--phrase-mode", "both"], "--phrase-mode must be one of replace, add"),
+        (["--phrases", "5", "--phrase-init", "bogus"], "--phrase-init must be one of context, zero"),
     ],
 )
 def test_bad_phrase_options_stop_in_one_line_before_any_pass(
@@ -405,3 +408,86 @@ def build_key(tmp_path: Path, tokenizer: Tokenizer) -> str:
         phrase=PhraseSettings(min_count=5, threshold=1.0),
     )
     return Pipeline(settings, tmp_path / "m", teacher=FakeTeacher(tokenizer), show_progress=False).keys["kd"]  # type: ignore[arg-type]
+
+
+def test_a_triple_around_its_last_pair_is_scored_with_the_first_words_count(tmp_path: Path) -> None:
+    """Only "b c" is a candidate pair ("a" and "b" stand together as chance would have it): "a b c" scores as
+    a (b c), count(a) · count(b c) against chance."""
+    texts = ["a b c"] * 30 + ["b c"] * 10 + ["a x"] * 200 + ["y b"] * 200 + ["z w"] * 500
+    stored = stored_corpus(tmp_path, [f"{text} n{i}" for i, text in enumerate(texts)])
+    index = {w: i for i, w in enumerate(stored.words)}
+    total = int(stored.counts.sum())
+    found = choose(lambda: stored.runs(stored.words), stored.counts, total, 50, PhraseSettings(min_count=10))
+    scores = {
+        " ".join(stored.words[r] for r in rows): s for rows, s in zip(found.words, found.scores, strict=True)
+    }
+    assert "b c" in scores and "a b" not in scores  # "a b": 30 runs of a's 230 and b's 240
+    want = (30 - 10) * total / (stored.counts[index["a"]] * 40)  # count(a) · count(b c)
+    assert scores["a b c"] == pytest.approx(want)
+
+
+def test_the_phrases_kept_are_those_encoding_finds_most_often(tmp_path: Path) -> None:
+    """ "a b" stands alone 12 times and 90 more inside "a b c": 102 runs, but encoding finds it 12 times, less
+    than "d e"'s 50: with two phrases asked for, "a b c" and "d e" are kept."""
+    texts = ["a b c"] * 90 + ["a b"] * 12 + ["d e"] * 50
+    stored = stored_corpus(tmp_path, [f"{text} n{i}" for i, text in enumerate(texts)])
+    assert chosen(stored, 2, min_count=10, threshold=0.0) == ["a b c", "d e"]
+
+
+def test_a_listed_phrase_never_met_is_said_once(
+    tmp_path: Path, phrase_tokenizer: Tokenizer, caplog: pytest.LogCaptureFixture
+) -> None:
+    listed = tmp_path / "glossary.txt"
+    for text, want in (
+        ("ice cream\nunseen pair\n", "1 listed phrase never occurs in the corpus: it gets no row"),
+        (
+            "ice cream\nunseen pair\nanother absent\n",
+            "2 listed phrases never occur in the corpus: they get no row",
+        ),
+    ):
+        listed.write_text(text, encoding="utf-8")
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            build(tmp_path, phrase_tokenizer, phrases=0, phrases_from=str(listed))
+        assert [r.getMessage() for r in caplog.records if "never occur" in r.getMessage()] == [want]
+
+
+def test_each_phrase_gets_the_occurrences_asked_for(tmp_path: Path, phrase_tokenizer: Tokenizer) -> None:
+    phrases = PhraseSettings(min_count=5, threshold=1.0, per_phrase=25)
+    pipeline, model = build(tmp_path, phrase_tokenizer, phrases=6, phrase=phrases, sentences_per_word=2)
+    flat, _ = model.replace(phrases="add").row_ids(pipeline.records["select"]["sentences"])
+    found = np.bincount(flat, minlength=len(model))
+    assert min(int(found[model.vocab.index(p)]) for p in model.phrases) >= 25
+
+
+def test_a_cross_lingual_build_shares_the_phrases_among_its_spaced_languages(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from staticsem.distillation.methods.swe.phrase_step import phrase_shares
+
+    settings = tiny_swe(Path("corpus.txt"), phrases=1000)
+    with caplog.at_level(logging.INFO):
+        shares = phrase_shares(settings, {"en": 30_000, "zh": 50_000, "de": 10_000, "ja": 10_000})
+    assert shares == {"en": 750, "de": 250}
+    said = [r.getMessage() for r in caplog.records if "without spaces" in r.getMessage()]
+    assert said == ["no phrases for zh, ja: written without spaces between words"]
+
+
+@pytest.mark.parametrize(
+    "change", [{"mode": "replace"}, {"init": "zero"}, {"mode": "replace", "init": "zero"}]
+)
+def test_the_phrase_mode_and_init_keep_the_choice_and_stage_one(
+    tmp_path: Path, phrase_tokenizer: Tokenizer, change: dict[str, str]
+) -> None:
+    write_phrase_corpus(tmp_path / "corpus.txt")
+    teacher = FakeTeacher(phrase_tokenizer)
+
+    def keys(**phrase: str) -> dict[str, str]:
+        options = PhraseSettings(min_count=5, threshold=1.0, **phrase)  # type: ignore[arg-type]
+        settings = replace(tiny_swe(tmp_path / "corpus.txt", fallback="prefix"), phrases=6, phrase=options)
+        return Pipeline(settings, tmp_path / "m", teacher=teacher, show_progress=False).keys  # type: ignore[arg-type]
+
+    before, after = keys(), keys(**change)
+    for step in ("vocab", "phrases", "select", "extract", "targets"):
+        assert before[step] == after[step], step
+    assert before["kd"] != after["kd"]

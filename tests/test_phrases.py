@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tokenizers import Tokenizer
 
 import staticsem
 from staticsem import StaticModel
@@ -204,3 +205,60 @@ def test_info_counts_the_phrases_and_says_how_they_count(tmp_path: Path) -> None
     shown = CliRunner().invoke(app, ["info", str(tmp_path / "none")], env={"COLUMNS": "200"}).stdout
     (row,) = [line for line in shown.splitlines() if " phrases " in line]
     assert row.split()[1:4] == ["phrases", "│", "none"]
+
+
+def test_a_phrase_right_after_another_is_found_too() -> None:
+    vocab = ["a", "b", "c", "d", "a b", "b c", "c d"]  # "b c" overlaps both: matched phrases may abut
+    model = StaticModel(vocab, np.eye(7, dtype=np.float32), phrases="replace")
+    assert entries(model, "a b c d") == ["a b", "c d"]
+    assert entries(model, "a b a b") == ["a b", "a b"]
+    assert entries(model, "b c d a b") == ["b c", "d", "a b"]
+
+
+@pytest.mark.parametrize("mode", ["add", "replace"])
+def test_no_phrase_across_a_comma_with_spaces_or_from_one_text_into_the_next(mode: str) -> None:
+    model = phrase_model(mode)
+    assert "new york" not in entries(model, "new , york") and "new york" not in entries(model, "new ,york")
+    flat, lengths = model.row_ids(["it is new ", "york city", "heart\t", " attack"])
+    assert [model.vocab[i] for i in flat[: lengths[0]]] == ["is", "new"]
+    assert "new york" not in [model.vocab[i] for i in flat] and "heart attack" not in [
+        model.vocab[i] for i in flat
+    ]
+
+
+def test_a_word_found_by_its_subword_prefix_breaks_a_phrase(subword_tokenizer: Tokenizer) -> None:
+    """ "houses" is "house" by the longest-prefix fallback: a row, but not its own, so no phrase (stage 1 and
+    the corpus counts never see one there either)."""
+    vocab = ["the", "house", "cat", "the house", "house cat"]
+    model = StaticModel(vocab, np.eye(5, dtype=np.float32), tokenizer=subword_tokenizer, phrases="replace")
+    assert entries(model, "the house cat") == ["the house", "cat"]
+    assert entries(model, "the houses cat") == ["the", "house", "cat"]  # "houses" → the row of "house"
+    assert entries(model, "houses cat") == ["house", "cat"]
+
+
+def test_the_search_modes_keep_the_phrase_mode() -> None:
+    from staticsem.modes import RowSet
+
+    model = phrase_model("replace")
+    rows = RowSet(-model.vectors)  # the query mode's own rows
+    moded = model.with_row_set("search", rows).with_modes(
+        query={"rows": "search"}, document={"rows": "search"}
+    )
+    query = moded.for_mode("query")
+    assert query.phrase_mode == "replace" and entries(query, "the heart attack") == ["the", "heart attack"]
+    np.testing.assert_allclose(
+        moded.encode_query("the heart attack"), -by_hand(model, "the", "heart attack"), atol=1e-6
+    )
+
+
+def test_an_int8_model_exports_its_words_rows_without_the_phrases_between_them(tmp_path: Path) -> None:
+    vocab = ["new", "new york", "york", "heart attack", "heart", "attack"]  # phrases between the words
+    rng = np.random.default_rng(5)
+    model = StaticModel(vocab, rng.normal(size=(6, 4)).astype(np.float32), phrases="add")
+    model.save(tmp_path / "q", dtype="int8")
+    quantised = staticsem.load(tmp_path / "q")
+    export(quantised, tmp_path / "v.txt", "word2vec")
+    back = staticsem.load(tmp_path / "v.txt")
+    assert back.vocab == ["new", "york", "heart", "attack"]
+    for word in back.vocab:
+        np.testing.assert_allclose(back.word_vector(word), quantised.word_vector(word), atol=1e-5)

@@ -298,15 +298,17 @@ class WordLookup:
     def forget(self) -> None:
         """Drop the cached resolutions of words outside the vocabulary."""
         self._cache = dict(self.index)
-        self._linked: dict[str, int] = {}  # a word with its link to the next → row * 2 + link
+        self._linked: dict[str, int] = {}  # a word and its link to the next → row * 4 + own * 2 + link
 
     def _linked_code(self, found: str) -> int:
-        """``row * 2 + link`` of a ``linked_word_pattern`` match: its word's row, and whether it links to
-        the next word."""
+        """``row * 4 + own * 2 + link`` of a ``linked_word_pattern`` match: its word's row, whether that is
+        the word's own row (exact or lower-case: not the subword fallback's) and whether it links to the
+        next word."""
         word = word_pattern().match(found).group()  # type: ignore[union-attr]
         if len(self._linked) > _CACHE_LIMIT:
             self._linked.clear()
-        code = self._linked[found] = self.resolve(word) * 2 + (len(word) < len(found))
+        own = self._find(word) is not None
+        code = self._linked[found] = self.resolve(word) * 4 + own * 2 + (len(word) < len(found))
         return code
 
     def _find(self, word: str) -> int | None:
@@ -350,19 +352,24 @@ class WordLookup:
         if self.phrases is None:
             return self._word_ids(map(self.splitter.words, texts))
         texts = list(texts)
-        if type(self.splitter) is WordSplitter:  # words and their links in one pass
+        if type(self.splitter) is WordSplitter:  # words, their own rows and links in one pass
             codes, lengths = self._word_ids(map(linked_word_pattern().findall, texts), linked=True)
-            flat, links = codes >> 1, (codes & 1).astype(bool)
+            flat, own, links = codes >> 2, (codes & 2).astype(bool), (codes & 1).astype(bool)
+            links[:-1] &= own[:-1] & own[1:]
         else:
             flat, lengths = self._word_ids(map(self.splitter.words, texts))
             links = self.links(texts, flat, lengths)
+        owner = np.repeat(np.arange(len(lengths)), lengths)
+        links[:-1] &= owner[1:] == owner[:-1]  # never from one text into the next
+        links[-1:] = False
         matches = self.phrases.match(flat, links)
         return self.phrases.apply(flat, lengths, matches, self.phrase_mode)
 
     def links(self, texts: Sequence[str], flat: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """``links[i]``: whether word ``i`` of the flat words of ``texts`` may form a phrase with the next one
-        (the same text, only whitespace between them). Only positions where a phrase could start are
-        looked at in the text; elsewhere it is whether the next word is in the same text."""
+        (the same text, only whitespace between them, both with rows of their own: a word resolved by the
+        subword fallback breaks a phrase). Only positions where a phrase could start are looked at in the
+        text; elsewhere it is whether the next word is in the same text."""
         assert self.phrases is not None
         owner = np.repeat(np.arange(len(lengths)), lengths)
         links = np.zeros(len(flat), bool)
@@ -379,13 +386,15 @@ class WordLookup:
             text = int(owner[at])
             if spans[0] != text:
                 spans = (text, self.splitter.spans(texts[text]))
-            k = at - int(first[text])
-            links[at] = joined(texts[text][spans[1][k][1] : spans[1][k + 1][0]])
+            k, found_in = at - int(first[text]), texts[text]
+            (a, b), (c, d) = spans[1][k], spans[1][k + 1]
+            own = self._find(found_in[a:b]) is not None and self._find(found_in[c:d]) is not None
+            links[at] = own and joined(found_in[b:c])
         return links
 
     def _word_ids(self, split: Iterable[list[str]], linked: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Flat row ids (``UNKNOWN`` included) and the number of words of each text, from their words (with
-        ``linked``, from ``linked_word_pattern``'s matches: each ``row * 2 + link``)."""
+        ``linked``, from ``linked_word_pattern``'s matches: each ``row * 4 + own * 2 + link``)."""
         cache = self._linked if linked else self._cache
         get = cache.get
         resolve = self._linked_code if linked else self.resolve

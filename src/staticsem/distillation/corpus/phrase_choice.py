@@ -195,7 +195,7 @@ def choose(
         found.append(triple_counts[good3])
         scores.append(score[good3])
     every, tally, score_of = np.concatenate(keys), np.concatenate(found), np.concatenate(scores)
-    order = np.lexsort((every, -tally))[: count + count // 4 + 16]  # the most frequent first; ties by key
+    order = np.lexsort((every, -tally))  # every candidate, the most frequent first; ties by key
     return Choice(
         [_rows(int(k), base) for k in every[order]], tally[order].tolist(), score_of[order].tolist()
     )
@@ -214,14 +214,21 @@ def matched(chunks: Chunks, phrases: Sequence[Sequence[int]], base: int) -> np.n
 def settle(
     chunks: Chunks, choice: Choice, listed: Sequence[tuple[int, ...]], base: int, count: int, floor: int
 ) -> tuple[list[tuple[int, ...]], list[int]]:
-    """The phrases a build keeps and how often encoding finds each in the corpus: the ``count`` most frequent
-    candidates of ``choice`` found at least ``floor`` times as encoding finds them (a pair found only
-    inside a longer phrase goes), then the listed phrases found at all."""
-    pool = list(dict.fromkeys([*choice.words, *listed]))
-    found = matched(chunks, pool, base).tolist()
-    candidates, mine = set(choice.words), set(listed)
-    top = [p for p, n in zip(pool, found, strict=True) if p in candidates and n >= floor][:count]
-    kept = list(dict.fromkeys([*top, *(p for p, n in zip(pool, found, strict=True) if p in mine and n > 0)]))
+    """The phrases a build keeps and how often encoding finds each in the corpus: of ``choice``'s candidates,
+    the ``count`` that encoding finds most often, each at least ``floor`` times (a pair met only inside a
+    longer phrase is found nowhere), then the listed phrases found at all. The candidates are matched a
+    pool at a time, the most frequent runs first, the pool doubled until ``count`` of them qualify."""
+    size = count + count // 4 + 16
+    while True:
+        pool = list(dict.fromkeys([*choice.words[:size], *listed]))
+        found = dict(zip(pool, matched(chunks, pool, base).tolist(), strict=True))
+        candidates = set(choice.words[:size])
+        good = [p for p in pool if p in candidates and found[p] >= floor]
+        if len(good) >= count or size >= len(choice.words):
+            break
+        size *= 2
+    top = sorted(good, key=lambda p: -found[p])[:count]  # stable: ties keep the runs' order
+    kept = list(dict.fromkeys([*top, *(p for p in listed if found[p] > 0)]))
     return kept, matched(chunks, kept, base).tolist() if kept else []
 
 

@@ -85,13 +85,19 @@ def phrases_step(run: Any) -> dict[str, Any]:
     )
     phrases = [" ".join(units[r] for r in rows) for rows in kept]
     scores = dict(zip(choice.words, choice.scores, strict=True))
-    missing = len(set(wanted)) - sum(p in set(wanted) for p in kept)
+    named = {" ".join(p) for p in listed}  # the list's phrases (de-duplicated when it was read)
+    missing = len(named - set(phrases))
     if missing:
-        logger.warning("%d listed phrases never occur in the corpus: they get no row", missing)
+        said = (
+            "phrase never occurs in the corpus: it gets"
+            if missing == 1
+            else "phrases never occur in the corpus: they get"
+        )
+        logger.warning("%d listed %s no row", missing, said)
     logger.info(
         "chose %d phrases (%d listed), e.g. %s",
         len(phrases),
-        len(set(wanted)) - missing,
+        len(named) - missing,
         ", ".join(repr(p) for p in phrases[:8]),
     )
     return {
@@ -100,7 +106,7 @@ def phrases_step(run: Any) -> dict[str, Any]:
         "scores": [round(scores.get(p, 0.0), 2) for p in kept],  # 0: listed, not a candidate
         "words": extra,
         "word_counts": [corpus_counts[w] for w in extra],
-        "listed": len(set(wanted)) - missing,
+        "listed": len(named) - missing,
     }
 
 
