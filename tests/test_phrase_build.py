@@ -405,7 +405,7 @@ def build_key(tmp_path: Path, tokenizer: Tokenizer) -> str:
     settings = replace(
         tiny_swe(tmp_path / "corpus.txt", fallback="prefix"),
         phrases=6,
-        phrase=PhraseSettings(min_count=5, threshold=1.0),
+        phrase=PhraseSettings(min_count=5, threshold=1.0, init="context"),
     )
     return Pipeline(settings, tmp_path / "m", teacher=FakeTeacher(tokenizer), show_progress=False).keys["kd"]  # type: ignore[arg-type]
 
@@ -474,7 +474,7 @@ def test_a_cross_lingual_build_shares_the_phrases_among_its_spaced_languages(
 
 
 @pytest.mark.parametrize(
-    "change", [{"mode": "replace"}, {"init": "zero"}, {"mode": "replace", "init": "zero"}]
+    "change", [{"mode": "replace"}, {"init": "context"}, {"mode": "replace", "init": "context"}]
 )
 def test_the_phrase_mode_and_init_keep_the_choice_and_stage_one(
     tmp_path: Path, phrase_tokenizer: Tokenizer, change: dict[str, str]

@@ -148,7 +148,8 @@ class StepRun:
                     self.settings, teacher_backend=facts["backend"], teacher_precision=facts["precision"]
                 )
                 return facts
-        return {"prompt": getattr(self.teacher, "prompt", "")}  # a teacher given to the run keeps its record
+        # a teacher given to the run keeps its record (one that does not say what it reads: the asked prompt)
+        return {"prompt": getattr(self.teacher, "prompt", None)}
 
     @property
     def local_device(self) -> str:

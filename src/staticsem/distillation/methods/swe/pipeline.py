@@ -200,7 +200,7 @@ class Pipeline(StepRun):
             }
             keys["pieces"] = fingerprint(states)
             objective["pieces"] = {"states": keys["pieces"], "weight": s.piece_train_weight}
-        if wants_phrases(s) and s.phrase.init != "context":
+        if wants_phrases(s):
             objective["phrase_init"] = s.phrase.init
         # a setting added later counts only when used, so keys of runs made without it stay as they were
         settings = {k: v for k, v in asdict(s.kd).items() if k != "average" or v}
