@@ -1,0 +1,133 @@
+"""The held-back split (``benchmarks/heldout_sts.py``) and the multilingual benchmark's two splits.
+
+The split is written from a snapshot of stsb-multi-mt (a bare git folder, made here with three pairs a
+language); the benchmark must tell the sets that tuned the builds (dev) from the held-back ones (test).
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib
+import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from staticsem.distillation.corpus.exclude import sentence_hash
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+SCORES = ("2.5", "3.6", "0.4")
+
+
+def _module(name: str) -> Any:
+    if str(BENCHMARKS) not in sys.path:
+        sys.path.insert(0, str(BENCHMARKS))
+    return importlib.import_module(name)
+
+
+def _csv(rows: list[tuple[str, str, str]]) -> str:
+    out = io.StringIO()
+    csv.writer(out).writerows(rows)
+    return out.getvalue()
+
+
+def _snapshot(tmp_path: Path, scores: dict[str, tuple[str, ...]] | None = None) -> Path:
+    """A bare git folder holding ``data/stsb-LANG-test.csv`` for English and the ten languages."""
+    work = tmp_path / "src"
+    (work / "data").mkdir(parents=True)
+    for lang in ("en", *_module("heldout_sts").LANGUAGES):
+        given = (scores or {}).get(lang, SCORES)
+        rows = [(f"{lang} first {i}, with a comma", f"{lang} second {i}", s) for i, s in enumerate(given)]
+        (work / "data" / f"stsb-{lang}-test.csv").write_text(_csv(rows), encoding="utf-8")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(work)]
+    subprocess.run([*git[:5], "init", "-q", str(work)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "data"], check=True)
+    return work / ".git"
+
+
+def _write(snapshot: Path, out: Path, data: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(BENCHMARKS / "heldout_sts.py"), "--snapshot", str(snapshot)]
+    return subprocess.run([*command, "--out", str(out), "--data", str(data)], capture_output=True, text=True)
+
+
+def _rows(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_split_pairs_each_english_first_sentence_with_its_own_row_translated(tmp_path: Path) -> None:
+    decontam = tmp_path / "data" / "decontam"
+    decontam.mkdir(parents=True)
+    (decontam / "eval-sentences.sha1").write_text(sentence_hash("de second 1") + "\n", encoding="utf-8")
+    done = _write(_snapshot(tmp_path), tmp_path / "out", tmp_path / "data")
+    assert done.returncode == 0, done.stderr
+    sts = tmp_path / "out" / "multilingual" / "sts"
+    assert _rows(sts / "stsb-de-test.tsv") == [
+        [s, f"de first {i}, with a comma", f"de second {i}"] for i, s in enumerate(SCORES)
+    ]
+    assert _rows(sts / "stsb-en-ja-test.tsv") == [
+        [s, f"en first {i}, with a comma", f"ja second {i}"] for i, s in enumerate(SCORES)
+    ]
+    assert _rows(tmp_path / "out" / "sts" / "stsb-test.tsv")[2] == ["0.4", "en first 2, with a comma", "en second 2"]
+    assert len(list(sts.glob("*.tsv"))) == 20
+    # 3 English rows of 2 sentences + 10 languages × 6 sentences, one of them listed
+    assert "sentences not in eval-sentences.sha1: 65" in done.stdout
+
+
+@pytest.mark.parametrize("scores", [("2.5", "3.6"), ("2.5", "3.6", "0.8")])
+def test_a_language_whose_rows_are_not_the_english_ones_translated_writes_nothing(
+    tmp_path: Path, scores: tuple[str, ...]
+) -> None:
+    done = _write(_snapshot(tmp_path, {"pl": scores}), tmp_path / "out", tmp_path / "data")
+    assert done.returncode != 0
+    assert done.stderr.strip().count("\n") == 0 and "pl" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def _report(figures: dict[str, dict[str, dict[str, float]]]) -> dict[str, Any]:
+    return {"models": {name: {"results": results} for name, results in figures.items()}}
+
+
+def test_the_benchmark_keeps_dev_and_held_back_figures_apart_and_judges_each_language(tmp_path: Path) -> None:
+    bench = _module("multilingual")
+    ours = {
+        "msts": {"stsb-de-dev": 80.0, "stsb-ja-dev": 80.0, "stsb-de-test": 70.0, "stsb-ja-test": 90.0},
+        "xsts": {"stsb-en-de-dev": 85.0, "stsb-en-ja-dev": 85.0, "stsb-en-de-test": 90.0, "stsb-en-ja-test": 90.0},
+    }
+    teacher = {task: {k: 100.0 for k in sets} for task, sets in ours.items()}
+    report = _report({"ours": ours, "teacher": teacher})
+    dev = bench.language_table(report, "ours", "teacher", None, "dev")
+    test = bench.language_table(report, "ours", "teacher", None, "test")
+    assert dev["de"]["mono"]["ours"] == 80.0 and test["de"]["mono"]["ours"] == 70.0
+    assert test["ja"]["en-X"]["ratio"] == pytest.approx(0.90)
+    found = bench.targets(test, ("de", "ja"), "test")
+    # mean 80 % alone; de's 70 % is under 88 %: held back, every language must reach the goal
+    assert found["mono"]["met"] is False and found["mono"]["lowest"] == (pytest.approx(0.70), "de")
+    assert found["en-X"]["met"] is True
+    assert bench.targets(dev, ("de", "ja"), "dev")["en-X"]["met"] is True  # 85 % mean, dev goal 85 %
+    assert bench.targets(test, ("de", "ja", "zh"), "test") == {}  # a language without figures: no verdict
+
+
+def test_the_benchmark_reads_the_held_back_sets_beside_the_dev_ones(tmp_path: Path) -> None:
+    bench = _module("multilingual")
+    for folder, split in ((tmp_path / "data", "dev"), (tmp_path / "held", "test")):
+        sts = folder / "multilingual" / "sts"
+        sts.mkdir(parents=True)
+        for name in (f"stsb-de-{split}", f"stsb-en-de-{split}"):
+            (sts / f"{name}.tsv").write_text("".join(f"{i}\ta {i} b\tc d {i}\n" for i in range(5)), encoding="utf-8")
+    english = tmp_path / "data" / "sts"
+    english.mkdir()
+    for name in bench.ENGLISH_STS:
+        (english / name).write_text("1\ta b\tc d\n2\te f\tg h\n", encoding="utf-8")
+    (tmp_path / "held" / "sts").mkdir()
+    (tmp_path / "held" / "sts" / "stsb-test.tsv").write_text("1\ta b\tc d\n", encoding="utf-8")
+    english_sts, mono, cross, bitext = bench.tasks(tmp_path / "data", tmp_path / "held")
+    assert set(mono.datasets) == {"stsb-de-dev", "stsb-de-test"}
+    assert set(cross.datasets) == {"stsb-en-de-dev", "stsb-en-de-test"}
+    assert set(english_sts.datasets) == {"stsb-dev", "sickr-trial", "sickr-train", "stsb-test"}
+    assert bitext == "bitext"
+    _, mono_dev, cross_dev, _ = bench.tasks(tmp_path / "data", None)
+    assert mono_dev.datasets == ["stsb-de-dev"] and cross_dev.datasets == ["stsb-en-de-dev"]
