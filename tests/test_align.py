@@ -157,3 +157,61 @@ def test_each_map_leaves_its_languages_sentences_centred_without_their_top_direc
         singular = np.linalg.svd(mapped, compute_uv=False)
         # step 1 removed two directions of the sentences, step 3 two more of the mapped ones: rank DIM - 4
         assert singular[-4:].max() < 1e-6 * singular[0] < singular[-5], language
+
+
+def _pieces_language(
+    model: StaticModel, samples: dict[str, LanguageSample]
+) -> tuple[StaticModel, LanguageSample]:
+    """``model`` with subword pieces ``q0``… naming the same concepts as its words, turned otherwise than
+    either language (a language without words of its own, read from pieces alone), and a sample of it."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from staticsem.pieces import PieceTable
+
+    rng = np.random.default_rng(11)
+    names = ["[UNK]", *(f"q{i}" for i in range(CONCEPTS))]
+    tokenizer = Tokenizer(models.WordPiece({n: i for i, n in enumerate(names)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    concepts = np.asarray(model.vectors[:CONCEPTS], dtype=np.float64) - 0.8
+    turn = np.linalg.qr(rng.normal(size=(DIM, DIM)))[0] * rng.uniform(0.5, 2.0, size=DIM)
+    pieces = np.vstack([np.zeros((1, DIM)), concepts @ turn + 2.0]).astype(np.float32)
+    with_pieces = StaticModel(model.vocab, model.vectors, tokenizer=tokenizer).with_pieces(
+        PieceTable(pieces, tokenizer, 0.0)
+    )
+    a = samples["a"]
+    return with_pieces, LanguageSample([s.replace("a", "q") for s in a.sentences], a.targets)
+
+
+def test_the_pieces_own_map_reads_a_language_without_words_as_its_translations() -> None:
+    from staticsem.distillation.stages.align import fit_piece_map, pieces_only
+
+    plain, samples, tests = translated()
+    model, spoken = _pieces_language(plain, samples)
+    space = shared_space({**samples, "q": spoken}, DIM)
+    maps = fit_language_maps(model, samples, components=0, space=space)  # exact maps: nothing removed
+    counts = {lang: {f"{lang}{i}": 10 for i in range(CONCEPTS)} for lang in ("a", "b")}
+    shares = language_shares(model.vocab, counts)
+    piece_map = fit_piece_map(model, {"q": spoken}, space, components=0)
+    fitted = align_rows(model, maps, shares, piece_map)
+    assert fitted.pieces is not None and model.pieces is not None
+    np.testing.assert_allclose(
+        fitted.pieces.vectors, piece_map(model.pieces.vectors.astype(np.float64)), rtol=1e-4
+    )
+    mean = align_rows(model, maps, shares)
+    pairs = [(a, a.replace("a", "q")) for a, _ in tests]
+    assert matched(fitted, pairs) > 0.95 > matched(mean, pairs) + 0.2
+    assert agreement(fitted, pairs) > agreement(mean, pairs) + 0.2
+    # pieces alone: a word with a row of its own is read from its pieces, not its row
+    reader = pieces_only(model)
+    assert np.allclose(reader.encode(["a1 a2"], normalize=False), 0.0)
+    np.testing.assert_allclose(
+        reader.encode(["q1 q2"], normalize=False)[0], model.pieces.vectors[[2, 3]].mean(axis=0), rtol=1e-5
+    )
+
+
+def test_a_model_without_pieces_has_no_piece_map_to_fit() -> None:
+    from staticsem.distillation.stages.align import fit_piece_map
+
+    model, samples, _ = translated()
+    with pytest.raises(InputError, match="no subword pieces"):
+        fit_piece_map(model, samples, shared_space(samples, DIM))

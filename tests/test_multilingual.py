@@ -7,6 +7,7 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from staticsem.distillation.methods.swe.rows import piece_text
 from staticsem.distillation.methods.swe.settings import with_splitter
 from staticsem.distillation.stages.kd import KDSettings, Regression
 from staticsem.errors import InputError
+from staticsem.io import load
 from staticsem.text import make_splitter
 
 TRAINING = KDSettings(lr=1e-2, batch_size=32, eval_every=10, patience=5, max_steps=60, dev_size=50)
@@ -469,3 +471,41 @@ def test_the_pieces_step_resumes_from_its_last_saved_chunk(
     short = json.loads((three / ".model.work" / "targets.json").read_text())["teacher_passes"]
     assert teacher.sentences - stage1 - short == size - 16  # the saved chunk is not passed again
     assert not (three / ".model.work" / "pieces-chunks").exists()
+
+
+def test_fitted_piece_map_is_fitted_on_the_maps_samples_and_reruns_only_the_alignment(
+    three: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--align-pieces fitted: the pieces get a map of their own, fitted on the sentences the languages'
+    maps were; only the alignment's key changes, and its record says which map the pieces took."""
+    from staticsem.distillation.methods.swe import alignment
+
+    seen: dict[str, Any] = {}
+
+    def recording(name: str):  # type: ignore[no-untyped-def]
+        real = getattr(alignment, name)
+
+        def call(model, samples, *args, **kwargs):  # type: ignore[no-untyped-def]
+            seen[name] = dict(samples) if name != "align_rows" else args[-1] if len(args) > 1 else None
+            seen[f"{name} returned"] = found = real(model, samples, *args, **kwargs)
+            return found
+
+        return call
+
+    for name in ("fit_language_maps", "fit_piece_map", "align_rows"):
+        monkeypatch.setattr(alignment, name, recording(name))
+    teacher = FakeTeacher(reader(three))
+    plain = pipeline(three, teacher, kd_short=0, align_steps=0)
+    plain.run(dtype="float32")
+    assert "fit_piece_map" not in seen and plain.records["align"]["pieces"] == "mean"
+    assert seen["align_rows"] is None  # the mean map
+    before = load(three / "model")
+    fitted = pipeline(three, teacher, kd_short=0, align_steps=0, align_pieces="fitted")
+    assert {k for k in plain.keys if plain.keys[k] != fitted.keys[k]} == {"align"}
+    fitted.run(dtype="float32")
+    assert fitted.records["align"]["pieces"] == "fitted"
+    assert seen["fit_piece_map"].keys() == seen["fit_language_maps"].keys() == {"en", "de", "sv"}
+    assert seen["align_rows"] is seen["fit_piece_map returned"]
+    np.testing.assert_array_equal(before.vectors, load(three / "model").vectors)  # the words' maps as before
+    with pytest.raises(InputError, match="align-pieces must be one of mean, fitted"):
+        pipeline(three, teacher, align_pieces="own").run()

@@ -14,8 +14,10 @@ rows x, the teacher's embedding t), in three steps composed into one:
 
 A text's vector is a mean of rows, and an affine map commutes with a mean, so the maps are baked into the
 rows: a word's row becomes Σ_ℓ π_wℓ f_ℓ(row), π_w its share of each language's corpus (relative
-frequency); a word no language counted, and every subword piece, get the mean map. Encoding is unchanged:
-no language identification, no extra cost. Numpy and scikit-learn only.
+frequency); a word no language counted gets the mean map, and so do the subword pieces unless they get a
+map of their own (``fit_piece_map``: fitted as a language's, on every language's sentences read from
+pieces alone, the way a language without text of its own is read). Encoding is unchanged: no language
+identification, no extra cost. Numpy and scikit-learn only.
 """
 
 from __future__ import annotations
@@ -90,6 +92,38 @@ def shared_targets(space: Any, targets: np.ndarray, components: int = COMPONENTS
     return without_top(projected, components)(projected).astype(np.float32)
 
 
+def fitted_map(x: np.ndarray, y: np.ndarray, components: int = COMPONENTS) -> Affine:
+    """Steps 1–3 of the module's map for sentences ``x`` and their teacher embeddings ``y`` in the shared
+    space."""
+    first = without_top(x, components)
+    mapping = first.then(ridge(first(x), y))
+    return mapping.then(without_top(mapping(x), components))
+
+
+def pieces_only(model: StaticModel) -> StaticModel:
+    """``model`` reading every word from its subword pieces (no word rows; for fitting the pieces' map).
+
+    :raises InputError: for a model without pieces.
+    """
+    if model.pieces is None:
+        raise InputError("the model has no subword pieces to map")
+    nothing = np.zeros((1, model.dim), dtype=np.float32)
+    return StaticModel(
+        ["\x00"], nothing, tokenizer=model.tokenizer, pieces=model.pieces, splitter=model.splitter.name
+    )
+
+
+def fit_piece_map(
+    model: StaticModel, samples: Mapping[str, LanguageSample], space: Any, components: int = COMPONENTS
+) -> Affine:
+    """The pieces' own map: fitted as a language's (the module's steps), on every language's sample read
+    from pieces alone and the teacher's embeddings of it in ``space``."""
+    reader = pieces_only(model)
+    x = np.vstack([reader.encode(list(s.sentences), normalize=False) for s in samples.values()])
+    y = np.vstack([space.transform(_unit(s.targets)) for s in samples.values()])
+    return fitted_map(x.astype(np.float64), y, components)
+
+
 def fit_language_maps(
     model: StaticModel,
     samples: Mapping[str, LanguageSample],
@@ -111,9 +145,7 @@ def fit_language_maps(
     maps = {}
     for language, sample in samples.items():
         x = model.encode(list(sample.sentences), normalize=False).astype(np.float64)
-        first = without_top(x, components)
-        mapping = first.then(ridge(first(x), space.transform(_unit(sample.targets))))
-        maps[language] = mapping.then(without_top(mapping(x), components))
+        maps[language] = fitted_map(x, space.transform(_unit(sample.targets)), components)
     return maps
 
 
@@ -144,9 +176,12 @@ def mean_map(maps: Mapping[str, Affine]) -> Affine:
     )
 
 
-def align_rows(model: StaticModel, maps: Mapping[str, Affine], shares: np.ndarray) -> StaticModel:
+def align_rows(
+    model: StaticModel, maps: Mapping[str, Affine], shares: np.ndarray, piece_map: Affine | None = None
+) -> StaticModel:
     """``model`` with each row mapped by its languages' maps (weighted by ``shares``, columns in ``maps``'
-    order) and its pieces by the mean map: float32 rows, other parts as they were."""
+    order) and its pieces by ``piece_map`` (default: the mean map): float32 rows, other parts as they
+    were."""
     rows = np.asarray(model.vectors, dtype=np.float64)
     aligned = np.zeros((len(rows), model.dim))
     for column, mapping in enumerate(maps.values()):
@@ -154,6 +189,7 @@ def align_rows(model: StaticModel, maps: Mapping[str, Affine], shares: np.ndarra
         aligned[used] += shares[used, column : column + 1] * mapping(rows[used])
     pieces = model.pieces
     if pieces is not None:
-        mapped = mean_map(maps)(pieces.vectors.astype(np.float64)).astype(np.float32)
+        mapping = mean_map(maps) if piece_map is None else piece_map
+        mapped = mapping(pieces.vectors.astype(np.float64)).astype(np.float32)
         pieces = PieceTable(mapped, pieces.tokenizer, pieces.weight)
     return model.replace(vectors=aligned.astype(np.float32), pieces=pieces, scales=None)

@@ -20,6 +20,7 @@ from staticsem.distillation.stages.align import (
     LanguageSample,
     align_rows,
     fit_language_maps,
+    fit_piece_map,
     language_shares,
     shared_space,
     shared_targets,
@@ -52,8 +53,11 @@ def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
     model = load(source)
     space = shared_space(samples, model.dim)
     maps = fit_language_maps(model, samples, space=space)
-    aligned = align_rows(model, maps, language_shares(model.vocab, counts))
+    fitted = s.align_pieces == "fitted" and model.pieces is not None
+    piece_map = fit_piece_map(model, samples, space) if fitted else None
+    aligned = align_rows(model, maps, language_shares(model.vocab, counts), piece_map)
     record: dict[str, Any] = {"sentences": {lang: len(sample.sentences) for lang, sample in samples.items()}}
+    record["pieces"] = "fitted" if fitted else "mean"
     if s.align_steps:
         settings = replace(s.kd, max_steps=s.align_steps, seed=s.seed)
         aligned, record["refine"] = refine_rows(  # a stopped refinement resumes from its last evaluation

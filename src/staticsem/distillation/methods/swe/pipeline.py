@@ -209,6 +209,8 @@ class Pipeline(StepRun):
         if self.aligns():
             last = keys[s.stages[-1]]
             align = {"last": last, "sentences": s.align_sentences, "seed": s.seed}
+            if s.align_pieces != "mean":  # added later: counts only when used
+                align["pieces"] = s.align_pieces
             keys["align"] = fingerprint({**align, **({"steps": s.align_steps} if s.align_steps else {})})
         if s.pairs:
             keys["pairs"] = pairs_key(s, keys["align"] if self.aligns() else kd)

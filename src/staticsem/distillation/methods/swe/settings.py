@@ -26,6 +26,7 @@ STAGES = ("extract", "pca", "kd")
 # (studies/README.md §teacher_levers.py). Width and temperature did not depend on the teacher there.
 WIDE_TEACHER = 768
 OBJECTIVES = ("kd", "contrastive", "both")
+ALIGN_PIECES = ("mean", "fitted")  # the subword pieces' map after the languages' maps
 FALLBACKS = ("pieces", "prefix")
 SHORT_WORDS = (5, 15)  # words of a --kd-short sentence
 # the default short-sentence count: SHORT_PER_CHOSEN per sentence stage 1 chose (a short pass costs about
@@ -251,6 +252,12 @@ class SWESettings(ASESettings):
         "languages themselves).",
     )
     align_sentences: int = setting(20_000, "Chosen sentences of each language that fit its map.")
+    align_pieces: str = setting(
+        "mean",
+        "Several languages: the subword pieces' map (mean: the mean of the languages' maps; fitted: their "
+        "own, fitted on every language's sentences read from pieces alone, as a language without text "
+        "is read).",
+    )
     # then the rows trained so each chosen and short sentence's mean points at its teacher embedding in the
     # shared space (cosine; the 12-language build: monolingual 72.60 → 75.13, en–X 60.63 → 63.64, English
     # 68.76 → 71.00; early stopping at 11,240 steps, 168 s)
@@ -283,6 +290,10 @@ class SWESettings(ASESettings):
         for name in ("pca_sentences", "dim", "align_sentences"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
+        if self.align_pieces not in ALIGN_PIECES:
+            raise InputError(
+                f"align-pieces must be one of {', '.join(ALIGN_PIECES)}, got {self.align_pieces!r}"
+            )
         if self.align_steps < 0:
             raise InputError(f"align-steps must be 0 or more, got {self.align_steps}")
         self._validate_training()
