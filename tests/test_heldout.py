@@ -71,7 +71,11 @@ def test_the_split_pairs_each_english_first_sentence_with_its_own_row_translated
     assert _rows(sts / "stsb-en-ja-test.tsv") == [
         [s, f"en first {i}, with a comma", f"ja second {i}"] for i, s in enumerate(SCORES)
     ]
-    assert _rows(tmp_path / "out" / "sts" / "stsb-test.tsv")[2] == ["0.4", "en first 2, with a comma", "en second 2"]
+    assert _rows(tmp_path / "out" / "sts" / "stsb-test.tsv")[2] == [
+        "0.4",
+        "en first 2, with a comma",
+        "en second 2",
+    ]
     assert len(list(sts.glob("*.tsv"))) == 20
     # 3 English rows of 2 sentences + 10 languages × 6 sentences, one of them listed
     assert "sentences not in eval-sentences.sha1: 65" in done.stdout
@@ -95,7 +99,12 @@ def test_the_benchmark_keeps_dev_and_held_back_figures_apart_and_judges_each_lan
     bench = _module("multilingual")
     ours = {
         "msts": {"stsb-de-dev": 80.0, "stsb-ja-dev": 80.0, "stsb-de-test": 70.0, "stsb-ja-test": 90.0},
-        "xsts": {"stsb-en-de-dev": 85.0, "stsb-en-ja-dev": 85.0, "stsb-en-de-test": 90.0, "stsb-en-ja-test": 90.0},
+        "xsts": {
+            "stsb-en-de-dev": 85.0,
+            "stsb-en-ja-dev": 85.0,
+            "stsb-en-de-test": 90.0,
+            "stsb-en-ja-test": 90.0,
+        },
     }
     teacher = {task: {k: 100.0 for k in sets} for task, sets in ours.items()}
     report = _report({"ours": ours, "teacher": teacher})
@@ -117,7 +126,9 @@ def test_the_benchmark_reads_the_held_back_sets_beside_the_dev_ones(tmp_path: Pa
         sts = folder / "multilingual" / "sts"
         sts.mkdir(parents=True)
         for name in (f"stsb-de-{split}", f"stsb-en-de-{split}"):
-            (sts / f"{name}.tsv").write_text("".join(f"{i}\ta {i} b\tc d {i}\n" for i in range(5)), encoding="utf-8")
+            (sts / f"{name}.tsv").write_text(
+                "".join(f"{i}\ta {i} b\tc d {i}\n" for i in range(5)), encoding="utf-8"
+            )
     english = tmp_path / "data" / "sts"
     english.mkdir()
     for name in bench.ENGLISH_STS:
