@@ -46,18 +46,28 @@ def read_split(snapshot: Path, language: str, split: str = "test") -> Rows:
     """One language's split from the snapshot's ``data/stsb-LANG-SPLIT.csv`` (``s1,s2,score``)."""
     name = f"data/stsb-{language}-{split}.csv"
     found = subprocess.run(
-        ["git", "--git-dir", str(snapshot), "show", f"HEAD:{name}"], capture_output=True, text=True
+        ["git", "--git-dir", str(snapshot), "show", f"HEAD:{name}"],
+        capture_output=True,
+        encoding="utf-8",
     )
     if found.returncode != 0:
-        raise SystemExit(f"error: {snapshot} has no {name}: {found.stderr.strip()}")
+        raise SystemExit(f"error: {snapshot} has no {name}: {' '.join(found.stderr.split())}")
     rows: Rows = []
-    for number, record in enumerate(csv.reader(io.StringIO(found.stdout)), start=1):
+    records = csv.reader(io.StringIO(found.stdout))
+    for record in records:
+        where = f"error: {name} line {records.line_num}"
         if len(record) != 3:
-            raise SystemExit(f"error: {name} line {number}: {len(record)} fields, expected s1,s2,score")
-        first, second, score = record
-        if not 0.0 <= float(score) <= 5.0:
-            raise SystemExit(f"error: {name} line {number}: score {score} outside 0–5")
-        rows.append((score, first.strip(), second.strip()))
+            raise SystemExit(f"{where}: {len(record)} fields, expected s1,s2,score")
+        first, second, score = (field.strip() for field in record)
+        try:
+            value = float(score)
+        except ValueError:
+            raise SystemExit(f"{where}: score {score!r} is not a number") from None
+        if not 0.0 <= value <= 5.0:
+            raise SystemExit(f"{where}: score {score} outside 0–5")
+        if any(c in text for text in (first, second) for c in "\t\n\r") or not first or not second:
+            raise SystemExit(f"{where}: a sentence is empty or holds a tab or line break")
+        rows.append((score, first, second))
     return rows
 
 

@@ -160,12 +160,13 @@ def english_means(report: dict[str, Any]) -> dict[str, dict[str, float]]:
     return means
 
 
-def arguments() -> argparse.Namespace:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = base_parser(__doc__)
     parser.set_defaults(output=REPO / "benchmarks" / "results" / "multilingual" / "report.json")
     parser.add_argument("--model", type=Path, required=True, help="the multilingual staticsem model")
     parser.add_argument("--teacher", type=Path, required=True, help="its teacher (a Sentence Transformer)")
     parser.add_argument("--english", type=Path, default=None, help="the English default model, for en STS")
+    parser.add_argument("--no-heldout", action="store_true", help="report the dev sets alone")
     parser.add_argument(
         "--heldout",
         type=Path,
@@ -178,15 +179,21 @@ def arguments() -> argparse.Namespace:
         help="the languages the model had text in, for the targets (comma-separated)",
     )
     parser.add_argument("--no-peer", action="store_true", help="leave model2vec out")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.no_heldout:
+        args.heldout = None
     if args.heldout is not None and not (args.heldout / "multilingual" / "sts").is_dir():
-        parser.error(f"--heldout {args.heldout}: no multilingual/sts folder (run benchmarks/heldout_sts.py)")
+        print(
+            f"error: --heldout {args.heldout}: no multilingual/sts folder (benchmarks/heldout_sts.py)",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
     args.text = tuple(code for code in args.text_languages.split(",") if code)
     return args
 
 
-def main() -> None:
-    args = arguments()
+def main(argv: list[str] | None = None) -> None:
+    args = arguments(argv)
     offline()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     from staticsem.eval import run_tasks
@@ -216,7 +223,7 @@ def main() -> None:
         "splits": found,
         "english_sts": english,
     }
-    command = shlex.join(["python", "benchmarks/multilingual.py", *sys.argv[1:]])
+    command = shlex.join(["python", "benchmarks/multilingual.py", *(sys.argv[1:] if argv is None else argv)])
     for path in write_report(report, args.output, command=command).values():
         print(f"wrote {path}")
 

@@ -183,7 +183,7 @@ def _pieces_language(
 
 
 def test_the_pieces_own_map_reads_a_language_without_words_as_its_translations() -> None:
-    from staticsem.distillation.stages.align import fit_piece_map, pieces_only
+    from staticsem.distillation.stages.align import fit_piece_map
 
     plain, samples, tests = translated()
     model, spoken = _pieces_language(plain, samples)
@@ -201,12 +201,48 @@ def test_the_pieces_own_map_reads_a_language_without_words_as_its_translations()
     pairs = [(a, a.replace("a", "q")) for a, _ in tests]
     assert matched(fitted, pairs) > 0.95 > matched(mean, pairs) + 0.2
     assert agreement(fitted, pairs) > agreement(mean, pairs) + 0.2
-    # pieces alone: a word with a row of its own is read from its pieces, not its row
-    reader = pieces_only(model)
-    assert np.allclose(reader.encode(["a1 a2"], normalize=False), 0.0)
+    # the words keep their languages' maps, a word no language counted the mean map, pieces or not
+    np.testing.assert_array_equal(fitted.vectors, mean.vectors)
+    uncounted = {lang: {w: n for w, n in c.items() if w not in ("a0", "b5")} for lang, c in counts.items()}
+    partial = language_shares(model.vocab, uncounted)
+    np.testing.assert_array_equal(
+        align_rows(model, maps, partial, piece_map).vectors, align_rows(model, maps, partial).vectors
+    )
+
+
+def test_reading_from_pieces_alone_ignores_the_words_own_rows() -> None:
+    from staticsem.distillation.stages.align import pieces_only
+
+    plain, samples, _ = translated()
+    model, _ = _pieces_language(plain, samples)
+    assert model.pieces is not None
+    rows = np.vstack([model.vectors, np.full((1, DIM), 9.0, dtype=np.float32)])
+    both = StaticModel([*model.vocab, "q1"], rows, tokenizer=model.tokenizer).with_pieces(model.pieces)
+    assert np.allclose(both.encode(["q1"], normalize=False), 9.0)  # its own row, read as a word
+    reader = pieces_only(both)
+    np.testing.assert_allclose(reader.encode(["q1"], normalize=False)[0], model.pieces.vectors[2], rtol=1e-6)
     np.testing.assert_allclose(
         reader.encode(["q1 q2"], normalize=False)[0], model.pieces.vectors[[2, 3]].mean(axis=0), rtol=1e-5
     )
+
+
+def test_the_pieces_map_is_fitted_on_every_languages_sample_together() -> None:
+    from staticsem.distillation.stages.align import fit_piece_map, fitted_map, pieces_only
+
+    plain, samples, _ = translated()
+    model, spoken = _pieces_language(plain, samples)
+    half = len(spoken.sentences) // 2
+    parts = {
+        "q": LanguageSample(spoken.sentences[:half], spoken.targets[:half]),
+        "r": LanguageSample(spoken.sentences[half:], spoken.targets[half:]),
+    }
+    space = shared_space(parts, DIM)
+    x = pieces_only(model).encode(list(spoken.sentences), normalize=False).astype(np.float64)
+    y = space.transform(spoken.targets / np.linalg.norm(spoken.targets, axis=1, keepdims=True))
+    for components in (0, 2):
+        found, whole = fit_piece_map(model, parts, space, components), fitted_map(x, y, components)
+        np.testing.assert_allclose(found.matrix, whole.matrix, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(found.offset, whole.offset, rtol=1e-6, atol=1e-8)
 
 
 def test_a_model_without_pieces_has_no_piece_map_to_fit() -> None:

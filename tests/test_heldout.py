@@ -34,14 +34,18 @@ def _csv(rows: list[tuple[str, str, str]]) -> str:
     return out.getvalue()
 
 
-def _snapshot(tmp_path: Path, scores: dict[str, tuple[str, ...]] | None = None) -> Path:
-    """A bare git folder holding ``data/stsb-LANG-test.csv`` for English and the ten languages."""
+def _snapshot(
+    tmp_path: Path, scores: dict[str, tuple[str, ...]] | None = None, raw: dict[str, str] | None = None
+) -> Path:
+    """A bare git folder holding ``data/stsb-LANG-test.csv`` for English and the ten languages (``raw``:
+    a language's file as given)."""
     work = tmp_path / "src"
     (work / "data").mkdir(parents=True)
     for lang in ("en", *_module("heldout_sts").LANGUAGES):
         given = (scores or {}).get(lang, SCORES)
         rows = [(f"{lang} first {i}, with a comma", f"{lang} second {i}", s) for i, s in enumerate(given)]
-        (work / "data" / f"stsb-{lang}-test.csv").write_text(_csv(rows), encoding="utf-8")
+        text = (raw or {}).get(lang, _csv(rows))
+        (work / "data" / f"stsb-{lang}-test.csv").write_text(text, encoding="utf-8")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(work)]
     subprocess.run([*git[:5], "init", "-q", str(work)], check=True)
     subprocess.run([*git, "add", "."], check=True)
@@ -81,13 +85,35 @@ def test_the_split_pairs_each_english_first_sentence_with_its_own_row_translated
     assert "sentences not in eval-sentences.sha1: 65" in done.stdout
 
 
-@pytest.mark.parametrize("scores", [("2.5", "3.6"), ("2.5", "3.6", "0.8")])
+@pytest.mark.parametrize(
+    "scores", [("2.5", "3.6"), ("0.1", "3.6", "0.4"), ("2.5", "0.1", "0.4"), ("2.5", "3.6", "0.8")]
+)
 def test_a_language_whose_rows_are_not_the_english_ones_translated_writes_nothing(
     tmp_path: Path, scores: tuple[str, ...]
 ) -> None:
     done = _write(_snapshot(tmp_path, {"pl": scores}), tmp_path / "out", tmp_path / "data")
     assert done.returncode != 0
     assert done.stderr.strip().count("\n") == 0 and "pl" in done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "says"),
+    [
+        ('a,b,1.0\n"c, d",e,2.0,extra\n', 2, "4 fields"),
+        ("a,b,1.0\nc,d,5.1\n", 2, "outside 0–5"),
+        ("a,b,-0.1\n", 1, "outside 0–5"),
+        ("sentence1,sentence2,score\n", 1, "not a number"),
+        ('a,b,1.0\n"c\td",e,2.0\n', 2, "tab or line break"),
+        ("a,,1.0\n", 1, "empty"),
+    ],
+)
+def test_a_bad_record_stops_in_one_line_naming_its_file_and_line(
+    tmp_path: Path, text: str, line: int, says: str
+) -> None:
+    done = _write(_snapshot(tmp_path, raw={"fr": text}), tmp_path / "out", tmp_path / "data")
+    assert done.returncode != 0 and done.stderr.strip().count("\n") == 0, done.stderr
+    assert f"data/stsb-fr-test.csv line {line}" in done.stderr and says in done.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -142,3 +168,114 @@ def test_the_benchmark_reads_the_held_back_sets_beside_the_dev_ones(tmp_path: Pa
     assert bitext == "bitext"
     _, mono_dev, cross_dev, _ = bench.tasks(tmp_path / "data", None)
     assert mono_dev.datasets == ["stsb-de-dev"] and cross_dev.datasets == ["stsb-en-de-dev"]
+
+
+def _table(ratios: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """A language table of one kind per language (``mono``), the teacher at 100."""
+    return {
+        lang: {"mono": {"ours": 100 * r, "teacher": 100.0, "ratio": r, "model2vec": None, "ahead": None}}
+        for lang, r in ratios.items()
+    }
+
+
+def test_held_back_every_language_must_reach_its_goal_dev_only_the_mean() -> None:
+    bench = _module("multilingual")
+    one_low = _table({"de": 0.99, "ja": 0.80, "nl": 0.99})  # mean 92.7 %: over both goals
+    assert bench.targets(one_low, ("de", "ja", "nl"), "test")["mono"]["met"] is False
+    assert bench.targets(one_low, ("de", "ja", "nl"), "dev")["mono"]["met"] is True
+    assert bench.targets(_table({"de": 0.89, "ja": 0.89}), ("de", "ja"), "test")["mono"]["met"] is True
+    assert bench.targets(_table({"de": 0.89, "ja": 0.89}), ("de", "ja"), "dev")["mono"]["met"] is False
+
+
+def test_the_english_dev_mean_leaves_the_held_back_set_apart() -> None:
+    bench = _module("multilingual")
+    sets = {"stsb-dev": 80.0, "sickr-trial": 70.0, "sickr-train": 60.0, "stsb-test": 10.0, "mean": 55.0}
+    means = bench.english_means(_report({"ours": {"sts": sets}}))
+    assert means == {"ours": {"dev": pytest.approx(70.0), "stsb-test": 10.0}}
+
+
+def _fake_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, figures: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """The benchmark with its evaluation faked: ``figures`` are every model's results; what it wrote and
+    which models it built are returned in ``seen``."""
+    import staticsem.eval
+    import staticsem.eval.encoders
+    import staticsem.eval.report
+
+    bench = _module("multilingual")
+    seen: dict[str, Any] = {"built": []}
+
+    def run_tasks(encoders: dict[str, Any], data: Path, tasks: list[Any]) -> dict[str, Any]:
+        seen["models"], seen["tasks"] = list(encoders), tasks
+        return _report({name: figures for name in encoders})
+
+    def write_report(report: dict[str, Any], path: Path, **_: Any) -> dict[str, Path]:
+        seen["report"] = report
+        return {}
+
+    monkeypatch.setattr(staticsem.eval, "run_tasks", run_tasks)
+    monkeypatch.setattr(staticsem.eval.encoders, "load_encoder", lambda spec: spec)
+    monkeypatch.setattr(staticsem.eval.report, "write_report", write_report)
+    monkeypatch.setattr(bench, "build_model2vec", lambda *a: seen["built"].append(a) or tmp_path / "m2v")
+    monkeypatch.setattr(bench, "tasks", lambda data, heldout: [data, heldout])
+    return bench, seen
+
+
+FIGURES = {
+    "msts": {"stsb-de-dev": 80.0, "stsb-de-test": 60.0},
+    "xsts": {"stsb-en-de-dev": 70.0, "stsb-en-de-test": 50.0},
+}
+
+
+def test_the_benchmark_reports_each_split_from_its_own_sets_and_no_peer_builds_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    held = tmp_path / "held"
+    (held / "multilingual" / "sts").mkdir(parents=True)
+    bench, seen = _fake_run(monkeypatch, tmp_path, FIGURES)
+    common = ["--model", "m", "--teacher", "t", "--text-languages", "de", "--data", str(tmp_path)]
+    bench.main([*common, "--heldout", str(held), "--no-peer"])
+    assert seen["built"] == [] and seen["models"] == ["ours", "teacher"] and seen["tasks"][1] == held
+    splits = seen["report"]["multilingual_targets"]["splits"]
+    assert splits["dev"]["languages"]["de"]["mono"]["ours"] == 80.0
+    assert splits["test"]["languages"]["de"]["mono"]["ours"] == 60.0
+    assert splits["test"]["languages"]["de"]["en-X"]["ours"] == 50.0
+    assert splits["test"]["languages"]["de"]["en-X"]["model2vec"] is None
+    printed = capsys.readouterr().out
+    assert "STS-B test (held back)" in printed and "ahead of model2vec: —" in printed
+    bench.main([*common, "--heldout", str(held)])
+    assert len(seen["built"]) == 1 and seen["models"] == ["ours", "teacher", "model2vec"]
+
+
+def test_without_a_held_back_folder_only_dev_is_reported_and_a_wrong_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bench, seen = _fake_run(monkeypatch, tmp_path, FIGURES)
+    common = [
+        "--model",
+        "m",
+        "--teacher",
+        "t",
+        "--text-languages",
+        "de",
+        "--data",
+        str(tmp_path),
+        "--no-peer",
+    ]
+    monkeypatch.setattr(bench, "HELDOUT", tmp_path / "absent")
+    bench.main(common)
+    assert list(seen["report"]["multilingual_targets"]["splits"]) == ["dev"] and seen["tasks"][1] is None
+    held = tmp_path / "held"
+    (held / "multilingual" / "sts").mkdir(parents=True)
+    monkeypatch.setattr(bench, "HELDOUT", held)
+    bench.main(common)
+    assert list(seen["report"]["multilingual_targets"]["splits"]) == ["dev", "test"]
+    bench.main([*common, "--no-heldout"])
+    assert list(seen["report"]["multilingual_targets"]["splits"]) == ["dev"]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        bench.main([*common, "--heldout", str(tmp_path)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip().count("\n") == 0 and "no multilingual/sts folder" in err

@@ -43,6 +43,9 @@ def three(tmp_path: Path) -> Path:
     return tmp_path
 
 
+ALIGN_BEFORE = "1f8ba2be9080a2be"  # align key of the default three-language settings before --align-pieces
+
+
 def settings(folder: Path, **changes: object) -> SWESettings:
     base: dict[str, object] = {
         "corpus": (
@@ -507,5 +510,32 @@ def test_fitted_piece_map_is_fitted_on_the_maps_samples_and_reruns_only_the_alig
     assert seen["fit_piece_map"].keys() == seen["fit_language_maps"].keys() == {"en", "de", "sv"}
     assert seen["align_rows"] is seen["fit_piece_map returned"]
     np.testing.assert_array_equal(before.vectors, load(three / "model").vectors)  # the words' maps as before
-    with pytest.raises(InputError, match="align-pieces must be one of mean, fitted"):
-        pipeline(three, teacher, align_pieces="own").run()
+    refined = pipeline(
+        three, teacher, kd_short=0, align_pieces="fitted"
+    )  # the refinement runs after the maps
+    refined.run(dtype="float32")
+    config = json.loads((three / "model" / "config.json").read_text(encoding="utf-8"))
+    assert config["metadata"]["steps"]["align"]["pieces"] == "fitted"
+    assert config["metadata"]["settings"]["align_pieces"] == "fitted"
+
+
+def test_a_build_without_align_pieces_keeps_the_alignment_key_it_had(three: Path) -> None:
+    run = pipeline(three, FakeTeacher(reader(three)))
+    assert run.keys["align"] == ALIGN_BEFORE  # the key the code before --align-pieces gave these settings
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"align_pieces": "own"}, "align-pieces must be one of mean, fitted"),
+        ({"align_pieces": "fitted", "fallback": "prefix"}, "align-pieces fitted .* needs --fallback pieces"),
+    ],
+)
+def test_a_bad_align_pieces_is_refused_before_any_teacher_pass(
+    three: Path, changes: dict[str, str], says: str
+) -> None:
+    teacher = FakeTeacher(reader(three))
+    with pytest.raises(InputError, match=says):
+        pipeline(three, teacher, **changes).run()
+    assert teacher.sentences == 0
+    assert not (three / "model").exists()

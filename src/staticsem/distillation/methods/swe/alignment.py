@@ -53,7 +53,7 @@ def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
     model = load(source)
     space = shared_space(samples, model.dim)
     maps = fit_language_maps(model, samples, space=space)
-    fitted = s.align_pieces == "fitted" and model.pieces is not None
+    fitted = s.align_pieces == "fitted"
     piece_map = fit_piece_map(model, samples, space) if fitted else None
     aligned = align_rows(model, maps, language_shares(model.vocab, counts), piece_map)
     record: dict[str, Any] = {"sentences": {lang: len(sample.sentences) for lang, sample in samples.items()}}

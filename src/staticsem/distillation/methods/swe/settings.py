@@ -294,6 +294,8 @@ class SWESettings(ASESettings):
             raise InputError(
                 f"align-pieces must be one of {', '.join(ALIGN_PIECES)}, got {self.align_pieces!r}"
             )
+        if self.align_pieces == "fitted" and self.fallback != "pieces":
+            raise InputError("--align-pieces fitted maps the subword pieces: it needs --fallback pieces")
         if self.align_steps < 0:
             raise InputError(f"align-steps must be 0 or more, got {self.align_steps}")
         self._validate_training()
