@@ -53,6 +53,16 @@ def decode_lines(handle: Iterable[bytes], name: str, errors: Errors = Errors.STR
         yield text.replace("\0", " ")
 
 
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """A list file's lines, stripped, with their numbers (from 1); bad UTF-8 names ``path:line``."""
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield number, raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                raise InputError(f"{path}:{number}: not valid UTF-8") from None
+
+
 def json_record(line: str, text_field: str, where: str) -> dict[str, Any]:
     """A JSON line's object, which must hold the string ``text_field``; errors name ``where`` (file:line)."""
     try:

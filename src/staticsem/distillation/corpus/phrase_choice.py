@@ -23,6 +23,7 @@ import numpy as np
 
 from staticsem.distillation.method import setting
 from staticsem.errors import InputError
+from staticsem.lines import numbered_lines
 from staticsem.phrases import DEFAULT_MODE, MAX_WORDS, MODES, PhraseTable
 from staticsem.text import split_words
 
@@ -79,21 +80,16 @@ def read_phrase_list(path: Path, max_words: int = MAX_WORDS) -> list[list[str]]:
     if not path.is_file():
         raise InputError(f"{path}: phrase list is missing")
     found: dict[tuple[str, ...], None] = {}
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise InputError(f"{path}:{number}: not valid UTF-8") from None
-            if not line:
-                continue
-            words = line.split()
-            where = f"{path}:{number}: {line!r}"
-            if split_words(line) != words:
-                raise InputError(f"{where} holds punctuation (a phrase is words and spaces)")
-            if not 2 <= len(words) <= max_words:
-                raise InputError(f"{where} has {len(words)} words (a phrase has 2-{max_words})")
-            found.setdefault(tuple(words), None)
+    for number, line in numbered_lines(path):
+        if not line:
+            continue
+        words = line.split()
+        where = f"{path}:{number}: {line!r}"
+        if split_words(line) != words:
+            raise InputError(f"{where} holds punctuation (a phrase is words and spaces)")
+        if not 2 <= len(words) <= max_words:
+            raise InputError(f"{where} has {len(words)} words (a phrase has 2-{max_words})")
+        found.setdefault(tuple(words), None)
     if not found:
         raise InputError(f"{path}: holds no phrase")
     return [list(words) for words in found]

@@ -12,6 +12,7 @@ from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.corpus.reading import CorpusOptions
 from staticsem.distillation.corpus.sampling import Split, build_vocabulary, count_words
 from staticsem.errors import InputError
+from staticsem.lines import numbered_lines
 from staticsem.text import split_words
 
 logger = logging.getLogger(__name__)
@@ -27,22 +28,17 @@ def read_word_list(path: Path, limit: int | None = None) -> list[str]:
     words: list[str] = []
     seen: set[str] = set()
     skipped = 0
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8").strip()
-            except UnicodeDecodeError:
-                raise InputError(f"{path}:{number}: not valid UTF-8") from None
-            word = line.split("\t", 1)[0].strip()
-            if not word or word in seen:
-                continue
-            if split_words(word) != [word]:
-                skipped += 1
-                continue
-            seen.add(word)
-            words.append(word)
-            if limit is not None and len(words) >= limit:
-                break
+    for _, line in numbered_lines(path):
+        word = line.split("\t", 1)[0].strip()
+        if not word or word in seen:
+            continue
+        if split_words(word) != [word]:
+            skipped += 1
+            continue
+        seen.add(word)
+        words.append(word)
+        if limit is not None and len(words) >= limit:
+            break
     if skipped:
         logger.warning(
             "%s: skipped %d entries that are not single words (punctuation or spaces)", path, skipped
