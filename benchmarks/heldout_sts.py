@@ -29,13 +29,11 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from _common import REPO
+from _common import REPO, write_text_atomic
 
 LANGUAGES = ("de", "es", "fr", "it", "ja", "nl", "pl", "pt", "ru", "zh")
 COMMIT = "30de0dec"
@@ -82,11 +80,7 @@ def aligned(english: Rows, other: Rows, language: str) -> None:
 
 def write_tsv(path: Path, rows: Rows) -> None:
     """``score<TAB>s1<TAB>s2`` lines, written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"{score}\t{first}\t{second}\n" for score, first, second in rows)
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, delete=False) as handle:
-        handle.write(text)
-    os.replace(handle.name, path)
+    write_text_atomic(path, "".join(f"{score}\t{first}\t{second}\n" for score, first, second in rows))
 
 
 def unlisted(sets: dict[Path, Rows], decontam: Path) -> int:

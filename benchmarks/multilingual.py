@@ -96,8 +96,10 @@ def targets(
 
 def sets(folder: Path, split: str, languages: int) -> list[str]:
     """The ``multilingual/sts`` files of ``split`` in ``folder`` naming one language (or two: en–X)."""
+    from staticsem.eval.languages import codes
+
     found = sorted((folder / "multilingual" / "sts").glob(f"stsb-*-{split}.tsv"))
-    return [str(p.resolve()) for p in found if len(p.stem.split("-")) == languages + 2]
+    return [str(p.resolve()) for p in found if len(codes(p.stem)) == languages]
 
 
 def tasks(data: Path, heldout: Path | None) -> list[Any]:
