@@ -39,6 +39,14 @@ def joined(gap: str) -> bool:
     return gap.isspace()
 
 
+def sorted_find(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Each of ``keys``' index in the sorted ``table``, -1 where it is absent."""
+    if not len(table):
+        return np.full(len(keys), -1, np.int64)
+    place = np.minimum(np.searchsorted(table, keys), len(table) - 1)
+    return np.where(table[place] == keys, place, -1)
+
+
 def check_mode(mode: str) -> str:
     """``mode`` if it is a phrase mode, else ``ValueError``."""
     if mode not in MODES:
@@ -118,8 +126,8 @@ class PhraseTable:
             row = np.full(n, -1, np.int64)
             if len(table) and ok.any():
                 at = np.flatnonzero(ok)
-                place = np.minimum(np.searchsorted(table, key[at]), len(table) - 1)
-                hit = table[place] == key[at]
+                place = sorted_find(table, key[at])
+                hit = place >= 0
                 row[at[hit]] = owners[place[hit]]
             found[size] = row
         return found

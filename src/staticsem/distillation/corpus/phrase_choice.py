@@ -24,7 +24,7 @@ import numpy as np
 from staticsem.distillation.method import setting
 from staticsem.errors import InputError
 from staticsem.lines import numbered_lines
-from staticsem.phrases import DEFAULT_MODE, MAX_WORDS, MODES, PhraseTable
+from staticsem.phrases import DEFAULT_MODE, MAX_WORDS, MODES, PhraseTable, sorted_find
 from staticsem.text import split_words
 
 logger = logging.getLogger(__name__)
@@ -134,18 +134,15 @@ def count_runs(chunks: Iterator[Runs], size: int, base: int) -> tuple[np.ndarray
 
 def _member(table: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Which ``keys`` are in the sorted ``table``."""
-    if not len(table):
-        return np.zeros(len(keys), bool)
-    place = np.minimum(np.searchsorted(table, keys), len(table) - 1)
-    return table[place] == keys
+    return sorted_find(table, keys) >= 0
 
 
 def _lookup(table: np.ndarray, counts: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """The counts of ``keys`` in (sorted ``table``, ``counts``); 0 where absent."""
     if not len(table):
         return np.zeros(len(keys), np.int64)
-    place = np.minimum(np.searchsorted(table, keys), len(table) - 1)
-    return np.where(table[place] == keys, counts[place], 0)
+    place = sorted_find(table, keys)
+    return np.where(place >= 0, counts[place], 0)  # -1 reads the last count, then masked
 
 
 @dataclass
