@@ -173,6 +173,13 @@ class PhraseTable:
         return out[keep], lengths - dropped
 
 
+def entry_table(entries: Sequence[str]) -> PhraseTable | None:
+    """The phrases of ``entries`` as a table over the entries' rows, each phrase's words found among the
+    entries themselves (``None`` without phrases)."""
+    index = {entry: row for row, entry in enumerate(entries)}
+    return table_of(entries, lambda word: index.get(word, -1))[0]
+
+
 def table_of(
     vocab: Sequence[str], resolve: Callable[[str], int], words: int | None = None
 ) -> tuple[PhraseTable | None, int]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from staticsem.distillation.checkpoint import Work, fingerprint, timed, work_folder
+from staticsem.distillation.corpus.phrase_choice import wants_phrases
 from staticsem.distillation.corpus.prefetch import background_sentences
 from staticsem.distillation.corpus.reading import CorpusOptions, fingerprint_sources
 from staticsem.distillation.corpus.scan import Words, stream_sentences
@@ -194,7 +195,7 @@ class StepRun:
 
     def links(self) -> bool:
         """Whether the stored corpus keeps each word's link to the next: a build with phrases reads them."""
-        return bool(getattr(self.settings, "phrases", 0) or getattr(self.settings, "phrases_from", None))
+        return wants_phrases(self.settings)
 
     def _stored_folder(self, lowercase: bool) -> Path:
         """Where the corpus, read once for the vocabulary, is kept (by what decides its words)."""

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,11 @@ class PhraseSettings:
                 raise InputError(f"--phrase-{name.replace('_', '-')} must be positive, got {value}")
         if not self.threshold >= 0:
             raise InputError(f"--phrase-threshold must be 0 or more, got {self.threshold}")
+
+
+def wants_phrases(settings: Any) -> bool:
+    """Whether a build asks for phrases (a count or a list)."""
+    return bool(getattr(settings, "phrases", 0) or getattr(settings, "phrases_from", None))
 
 
 def read_phrase_list(path: Path, max_words: int = MAX_WORDS) -> list[list[str]]:

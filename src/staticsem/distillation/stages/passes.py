@@ -22,7 +22,7 @@ import torch
 
 from staticsem.distillation.teachers.batches import Prepared, occurrences, request
 from staticsem.distillation.workers import Message, Pool
-from staticsem.phrases import table_of
+from staticsem.phrases import entry_table
 from staticsem.text import BUILTIN_SPLITTERS, WordSplitter
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ class Pass:
     ) -> None:
         self.splitter = splitter or WordSplitter()
         self.teacher, self.index, self.lowercase, self.layer = teacher, index, lowercase, layer
-        self.phrases = table_of(list(index), lambda w: index.get(w, -1))[0]  # a self-tokenising teacher's
+        self.phrases = entry_table(list(index))  # a self-tokenising teacher's
         # a real teacher's batch preparer for the vocabulary (a teacher that tokenises itself in
         # ``forward``, such as the tests' fake, has none)
         make: Callable[..., Any] | None = getattr(teacher, "preparer", None)

@@ -15,7 +15,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from staticsem.distillation.workers import Message, join_bytes, split_bytes
-from staticsem.phrases import PhraseTable, joined, table_of
+from staticsem.phrases import PhraseTable, entry_table, joined
 from staticsem.text import WordSplitter, containing_span, make_splitter, overlapping_span
 
 _SPACES = re.compile(r"\s+")  # str.isspace() characters, as sre matches \s in str patterns
@@ -235,7 +235,7 @@ class Preparer:
     def __post_init__(self) -> None:
         self._tokenizer = self.spec.tokenizer()
         self._index = {w: i for i, w in enumerate(self.words)}
-        self._phrases = table_of(self.words, lambda w: self._index.get(w, -1))[0]
+        self._phrases = entry_table(self.words)
         pieces = None if self.splitter_tokenizer is None else Tokenizer.from_str(self.splitter_tokenizer)
         self._split = WordSplitter() if self.splitter == "words" else make_splitter(self.splitter, pieces)
 

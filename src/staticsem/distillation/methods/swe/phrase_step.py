@@ -12,19 +12,14 @@ import numpy as np
 
 from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.corpus.languages import apportion, needs_subword
-from staticsem.distillation.corpus.phrase_choice import choose, read_phrase_list, settle
+from staticsem.distillation.corpus.phrase_choice import choose, read_phrase_list, settle, wants_phrases
 from staticsem.distillation.stages.crosslingual import corpus_languages
 from staticsem.errors import InputError
 from staticsem.model import StaticModel
-from staticsem.phrases import PhraseTable, is_phrase, table_of
+from staticsem.phrases import is_phrase
 from staticsem.quantize import dequantize
 
 logger = logging.getLogger(__name__)
-
-
-def wants_phrases(settings: Any) -> bool:
-    """Whether a build asks for phrases (a count or a list)."""
-    return bool(getattr(settings, "phrases", 0) or getattr(settings, "phrases_from", None))
 
 
 def phrases_key(settings: Any, vocab_key: str) -> str:
@@ -139,9 +134,3 @@ def starting_rows(stage2: StaticModel, settings: Any) -> StaticModel:
     vectors = dequantize(stage2.vectors, stage2.scales).copy()
     vectors[[i for i, entry in enumerate(stage2.vocab) if is_phrase(entry)]] = 0.0
     return stage2.replace(vectors=vectors, scales=None)
-
-
-def phrase_table(entries: list[str]) -> PhraseTable | None:
-    """The phrases of ``entries`` as a table over the entries' rows (each word a vocabulary word)."""
-    index = {w: i for i, w in enumerate(entries)}
-    return table_of(entries, lambda w: index.get(w, -1))[0]

@@ -33,7 +33,6 @@ from staticsem.distillation.methods.swe.languages import run_languages, vocabula
 from staticsem.distillation.methods.swe.pairs_step import pairs_key, pairs_step
 from staticsem.distillation.methods.swe.phrase_step import (
     phrase_shares,
-    phrase_table,
     phrases_key,
     phrases_step,
     starting_rows,
@@ -68,7 +67,7 @@ from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
-from staticsem.phrases import is_phrase
+from staticsem.phrases import entry_table, is_phrase
 
 logger = logging.getLogger(__name__)
 STAGE_FOLDERS = {"extract": "stage1", "pca": "stage2", "kd": "stage3", "align": "aligned", "pairs": "stage4"}
@@ -287,7 +286,7 @@ class Pipeline(StepRun):
         targets = unit_targets(self)
         stored = self.stored_corpus(vocab["lowercase"])
         if stored is not None:
-            table = phrase_table(entries)
+            table = entry_table(entries)
             chosen = select_stored(stored, entries, counts, targets, s.select_threshold, self.progress, table)
         else:
             chosen = select_sentences(
