@@ -157,10 +157,12 @@ def test_hand_over_gives_a_languages_unused_words_and_short_sentences_to_the_oth
     (three / "swedish.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     teacher = FakeTeacher(reader(three))
     common: dict[str, object] = {"vocab_size": 60, "kd_short": 600, "stages": ("extract", "pca", "kd")}
-    plain = pipeline(three, teacher, "plain", **common)
-    handed = pipeline(three, teacher, "handed", hand_over=True, **common)
+    plain = pipeline(three, teacher, "plain", hand_over=False, **common)
+    handed = pipeline(three, teacher, "handed", **common)  # on by default
+    before = handed.keys["merge"]  # read before the shares are handed over
     plain.run(dtype="float32")
     handed.run(dtype="float32")
+    assert handed.keys["merge"] != before  # the keys follow the new shares
     sizes = {lang: run.settings.vocab_size for lang, run in handed.subruns.items()}
     usable = {lang: len(run.records["vocab"]["words"]) for lang, run in handed.subruns.items()}
     assert sum(sizes.values()) == 60 and sizes["sv"] == usable["sv"] == 12 and sizes["en"] == 20 + 8
@@ -504,8 +506,8 @@ def test_fitted_piece_map_is_fitted_on_the_maps_samples_and_reruns_only_the_alig
     assert seen["align_rows"] is None  # the mean map
     before = load(three / "model")
     fitted = pipeline(three, teacher, kd_short=0, align_steps=0, align_pieces="fitted")
-    assert {k for k in plain.keys if plain.keys[k] != fitted.keys[k]} == {"align"}
     fitted.run(dtype="float32")
+    assert {k for k in plain.keys if plain.keys[k] != fitted.keys[k]} == {"align"}
     assert fitted.records["align"]["pieces"] == "fitted"
     assert seen["fit_piece_map"].keys() == seen["fit_language_maps"].keys() == {"en", "de", "sv"}
     assert seen["align_rows"] is seen["fit_piece_map returned"]
@@ -520,7 +522,7 @@ def test_fitted_piece_map_is_fitted_on_the_maps_samples_and_reruns_only_the_alig
 
 
 def test_a_build_without_align_pieces_keeps_the_alignment_key_it_had(three: Path) -> None:
-    run = pipeline(three, FakeTeacher(reader(three)))
+    run = pipeline(three, FakeTeacher(reader(three)), hand_over=False)  # the default then
     assert run.keys["align"] == ALIGN_BEFORE  # the key the code before --align-pieces gave these settings
 
 
