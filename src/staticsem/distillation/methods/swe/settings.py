@@ -108,7 +108,7 @@ class ASESettings:
         "languages (equal) or in proportion to their corpus lines (corpus).",
     )
     # the 12-language build (fr, vi, zh, ja leave 60,480 of 360,000 words unused at --min-count 3), held
-    # back (STS-B test, 7 languages): en–X 52.16 → 53.27, alone 68.75 → 68.90, English 72.79 → 74.74;
+    # back (STS-B test, 7 languages): en–X 52.16 → 53.27, alone 68.75 → 68.89, English 72.79 → 74.74;
     # 54.4 min against 51.5 on 2 cores, 295 MB against 270 (docs/recipes.md)
     hand_over: bool = setting(
         True,
