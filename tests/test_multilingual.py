@@ -180,6 +180,23 @@ def test_hand_over_gives_a_languages_unused_words_and_short_sentences_to_the_oth
         assert abs(short[lang] - share) <= 1, (short, chosen)
 
 
+def test_on_ray_the_default_hand_over_is_skipped_with_one_warning(
+    three: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hand-over counts the corpora here: a Ray build keeps the shares (on by default, so no error)."""
+    from staticsem.distillation.methods.swe.languages import hand_over_words
+
+    run = pipeline(three, FakeTeacher(reader(three)))
+    run.scale = object()  # what a RayScale is to this step: not None
+    sizes = {lang: sub.settings.vocab_size for lang, sub in run.subruns.items()}
+    with caplog.at_level(logging.WARNING):
+        hand_over_words(run)
+    assert {lang: sub.settings.vocab_size for lang, sub in run.subruns.items()} == sizes
+    assert [r.getMessage() for r in caplog.records if "hand-over" in r.getMessage()] == [
+        "--ray: no hand-over (it counts the corpora here); each language keeps its share"
+    ]
+
+
 def test_a_spaceless_language_gets_the_greedy_splitter_and_spaced_ones_words_in_stage_1(three: Path) -> None:
     assert with_splitter(settings(three)).splitter == "words"
     zh = settings(three, corpus=(f"en={three / 'english.txt'}", f"zh={three / 'german.txt'}"))

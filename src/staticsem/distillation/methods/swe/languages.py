@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,8 @@ from staticsem.distillation.corpus.scan import stream_sentences
 from staticsem.distillation.methods.swe.settings import SHORT_WORDS
 from staticsem.errors import InputError
 from staticsem.io.atomic import atomic_file
+
+logger = logging.getLogger(__name__)
 
 LANGUAGES_FILE = "languages.json"  # the languages a work folder's build is for
 # a tokenizer reads a language when a sample of its corpus has at most 1 % unknown tokens and at most this
@@ -61,8 +64,9 @@ def hand_over_words(pipeline: Any) -> None:
     """``--hand-over``: each language's share of ``--vocab-size`` capped at its words with ``--min-count``
     (each corpus counted: stored once, as its vocabulary step reads it), the rest handed to English first,
     then to the others with room; the runs resized to their new shares."""
-    if pipeline.scale is not None:
-        raise InputError("--hand-over needs the corpora read here, not on Ray (--ray)")
+    if pipeline.scale is not None:  # on by default: a Ray build goes on with the shares as they are
+        logger.warning("--ray: no hand-over (it counts the corpora here); each language keeps its share")
+        return
     runs: dict[str, Any] = pipeline.subruns
     usable: dict[str, int] = {}
     for language, run in runs.items():
