@@ -146,6 +146,10 @@ def test_an_unused_share_is_handed_to_english_first_then_to_the_others() -> None
     quotas, room = {"es": 60, "en": 40, "de": 20}, {"es": 50, "en": 999, "de": 999}
     assert hand_over(quotas, room, {"es": 6, "en": 4, "de": 2}) == {"es": 50, "en": 47, "de": 23}
     assert sum(hand_over(shares, dict.fromkeys(even, 5), even, "en").values()) == 20  # no room: fewer
+    # a language given more than its room in a round takes only its room; the rest goes round again
+    three = dict.fromkeys("abc", 1.0)
+    room = {"a": 10, "b": 32, "c": 100}
+    assert hand_over(dict.fromkeys("abc", 30), room, three) == {"a": 10, "b": 32, "c": 48}
 
 
 def test_hand_over_gives_a_languages_unused_words_and_short_sentences_to_the_others(three: Path) -> None:
@@ -195,6 +199,35 @@ def test_on_ray_the_default_hand_over_is_skipped_with_one_warning(
     assert [r.getMessage() for r in caplog.records if "hand-over" in r.getMessage()] == [
         "--ray: no hand-over (it counts the corpora here); each language keeps its share"
     ]
+
+
+def test_a_languages_usable_words_are_those_seen_min_count_times_of_its_list(three: Path) -> None:
+    """What a language can keep, as its vocabulary step keeps it: words seen exactly --min-count (2) times
+    count, once do not; with --vocabulary, only the listed ones."""
+    from staticsem.distillation.methods.swe.languages import hand_over_words, usable_words
+
+    lines = [f"qa qb qc qd qe {'qf' if i < 2 else 'qa'} {'qg' if i < 2 else 'qb'} {'qh' if i < 1 else 'qc'}."
+             for i in range(40)]  # fmt: skip
+    (three / "swedish.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    teacher = FakeTeacher(reader(three))
+    run = pipeline(three, teacher)
+    run.subruns["sv"]._teacher = teacher
+    assert usable_words(run.subruns["sv"]) == 7  # qa-qe, and qf, qg seen twice; not qh
+    hand_over_words(run)
+    assert run.subruns["sv"].settings.vocab_size == 7
+    (three / "list.txt").write_text("qa\nqf\nqh\nqzz\n", encoding="utf-8")
+    listed = pipeline(three, teacher, "listed", vocabulary=str(three / "list.txt"))
+    listed.subruns["sv"]._teacher = teacher
+    assert usable_words(listed.subruns["sv"]) == 2  # qa and qf: qh is seen once, qzz never
+
+
+def test_the_hand_over_is_in_the_keys_of_several_languages_and_not_of_one(three: Path) -> None:
+    teacher = FakeTeacher(reader(three))
+    on, off = pipeline(three, teacher, "on"), pipeline(three, teacher, "off", hand_over=False)
+    assert all(on.keys[step] != off.keys[step] for step in ("targets", "kd", "align"))
+    english = (str(three / "english.txt"),)
+    alone = [pipeline(three, teacher, f"en{flag}", corpus=english, hand_over=flag) for flag in (True, False)]
+    assert alone[0].keys == alone[1].keys and "targets" in alone[0].keys
 
 
 def test_a_spaceless_language_gets_the_greedy_splitter_and_spaced_ones_words_in_stage_1(three: Path) -> None:

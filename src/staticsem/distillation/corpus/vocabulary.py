@@ -89,15 +89,20 @@ def vocabulary_step(
     return vocabulary_record(counts, total, lowercase, size, min_count, listed)
 
 
+def listed_words(listed: str | None, lowercase: bool) -> list[str] | None:
+    """The words of the list file ``listed`` (``--vocabulary``) as the vocabulary reads them, or None."""
+    words = None if listed is None else read_word_list(Path(listed))
+    if words is not None and lowercase:
+        words = list(dict.fromkeys(w.lower() for w in words))
+    return words
+
+
 def vocabulary_record(
     counts: Counter[str], total: int, lowercase: bool, size: int, min_count: int, listed: str | None
 ) -> dict[str, Any]:
     """The vocabulary step's record from the corpus's word ``counts`` (first-seen order) over ``total``
     sentences: the top ``size`` words (or the listed ones) with their counts."""
-    words = None if listed is None else read_word_list(Path(listed))
-    if words is not None and lowercase:
-        words = list(dict.fromkeys(w.lower() for w in words))
-    vocab = build_vocabulary(counts, size, min_count, words)
+    vocab = build_vocabulary(counts, size, min_count, listed_words(listed, lowercase))
     return {
         "words": vocab,
         "counts": [counts[w] for w in vocab],

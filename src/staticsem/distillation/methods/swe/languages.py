@@ -25,6 +25,7 @@ from staticsem.distillation.corpus.languages import (
 from staticsem.distillation.corpus.reading import CorpusOptions, iter_sentences, open_corpus
 from staticsem.distillation.corpus.sampling import sample_sentences
 from staticsem.distillation.corpus.scan import stream_sentences
+from staticsem.distillation.corpus.vocabulary import listed_words
 from staticsem.distillation.methods.swe.settings import SHORT_WORDS
 from staticsem.errors import InputError
 from staticsem.io.atomic import atomic_file
@@ -72,17 +73,27 @@ def hand_over_words(pipeline: Any) -> None:
     for language, run in runs.items():
         try:
             run._teacher = run._teacher or pipeline._teacher
-            counts = run.count_corpus().counts
+            usable[language] = usable_words(run)
             pipeline._teacher = run._teacher
         except InputError as exc:
             raise InputError(f"{language}: {exc}") from None
-        usable[language] = int((counts >= run.settings.min_count).sum())
     shares = {language: run.settings.vocab_size for language, run in runs.items()}
     first = next((language for language in runs if base_language(language) == "en"), None)
     handed = hand_over(shares, usable, dict.fromkeys(runs, 1.0), first)
     for language, run in runs.items():
         run.resize(handed[language])
     pipeline.__dict__.pop("keys", None)  # the merge's key and those after it follow the new shares
+
+
+def usable_words(run: Any) -> int:
+    """How many words a language's ``run`` can keep: those seen ``--min-count`` times, of its
+    ``--vocabulary`` list where it has one (as its vocabulary step keeps them)."""
+    stored, min_count = run.count_corpus(), run.settings.min_count
+    listed = listed_words(run.settings.vocabulary, run.teacher.lowercases)
+    if listed is None:
+        return int((stored.counts >= min_count).sum())
+    counts = stored.counter()
+    return sum(1 for word in listed if counts.get(word, 0) >= min_count)
 
 
 def _share_teacher(pipeline: Any, run: Any, steps: tuple[str, ...]) -> None:
