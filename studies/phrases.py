@@ -228,13 +228,15 @@ def shuffled(text: str, rng: random.Random) -> str:
 
 
 def teacher_bounds(label: str, spec: str, models: Path, data: Path) -> dict[str, Any]:
-    """The teacher ``spec`` (``PATH#PROMPT``) against the mean of its build ``label``'s stage-1 vectors."""
+    """The teacher ``spec`` (``PATH#PROMPT``) against the mean of its build ``label``'s stage-1 vectors (a
+    label with no build: the teacher alone and on shuffled words)."""
     import staticsem
     from staticsem.eval.encoders import load_encoder
     from staticsem.eval.sts import STS
 
-    sts = STS(data, STS_FILES)
-    teacher = load_encoder(f"st:{spec}", "onnx-int8", models / f".{label}.work" / "onnx")
+    sts, work = STS(data, STS_FILES), models / f".{label}.work"
+    (work / "onnx").mkdir(parents=True, exist_ok=True)
+    teacher = load_encoder(f"st:{spec}", "onnx-int8", work / "onnx")
     sentences = sorted(set(sts.sentences()))
     rng = random.Random(0)
     mixed = {s: shuffled(s, rng) for s in sentences}
@@ -246,15 +248,17 @@ def teacher_bounds(label: str, spec: str, models: Path, data: Path) -> dict[str,
             return teacher.encode([mixed.get(t, t) for t in texts])
 
     own, moved = teacher.encode(sentences), teacher.encode([mixed[s] for s in sentences])
-    stage1 = staticsem.load(models / f".{label}.work" / "stage1")
-    means = stage1.encode(sentences)
-    return {
+    found = {
         "teacher": sts(teacher),
         "teacher_shuffled": sts(Shuffled()),
         "cos_shuffled": float(np.mean(np.sum(_unit(own) * _unit(moved), axis=1))),
-        "stage1_mean": sts(stage1),
-        "cos_stage1_mean": float(np.mean(np.sum(_unit(own) * _unit(means), axis=1))),
     }
+    if (work / "stage1").is_dir():
+        stage1 = staticsem.load(work / "stage1")
+        means = stage1.encode(sentences)
+        found["stage1_mean"] = sts(stage1)
+        found["cos_stage1_mean"] = float(np.mean(np.sum(_unit(own) * _unit(means), axis=1)))
+    return found
 
 
 def _unit(rows: np.ndarray) -> np.ndarray:
