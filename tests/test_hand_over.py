@@ -85,7 +85,7 @@ def test_on_ray_the_default_hand_over_is_skipped_with_one_warning(
         hand_over_words(run)
     assert {lang: sub.settings.vocab_size for lang, sub in run.subruns.items()} == sizes
     assert [r.getMessage() for r in caplog.records if "hand-over" in r.getMessage()] == [
-        "--ray: no hand-over (it counts the corpora here); each language keeps its share"
+        "--ray: no hand-over of words (it counts the corpora here); each language keeps its share"
     ]
 
 

@@ -66,7 +66,9 @@ def hand_over_words(pipeline: Any) -> None:
     (each corpus counted: stored once, as its vocabulary step reads it), the rest handed to English first,
     then to the others with room; the runs resized to their new shares."""
     if pipeline.scale is not None:  # on by default: a Ray build goes on with the shares as they are
-        logger.warning("--ray: no hand-over (it counts the corpora here); each language keeps its share")
+        logger.warning(
+            "--ray: no hand-over of words (it counts the corpora here); each language keeps its share"
+        )
         return
     runs: dict[str, Any] = pipeline.subruns
     usable: dict[str, int] = {}
