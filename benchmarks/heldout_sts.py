@@ -11,7 +11,10 @@ layout so that ``staticsem eval --data OUT --tasks msts,xsts`` and ``benchmarks/
 - ``OUT/multilingual/sts/stsb-LANG-test.tsv``: ``score<TAB>s1<TAB>s2`` (0–5), 1,379 pairs a language;
 - ``OUT/multilingual/sts/stsb-en-LANG-test.tsv``: the English first sentence with the translated second one
   (as the shared ``stsb-en-LANG-dev.tsv`` are made);
-- ``OUT/sts/stsb-test.tsv``: the English original.
+- ``OUT/sts/stsb-test.tsv``: the English original;
+- ``OUT/bitext/stsb-en-LANG-test.tsv``: ``english<TAB>translation``, both sentences of every pair with their
+  translations, each English sentence once (its first row): a translation-retrieval set per language
+  (``staticsem eval --tasks bitext``), where a user's query in one language finds its English twin.
 
 The rows of every language must be the English rows translated (same scores, same count), or nothing is
 written. Every sentence is checked against ``decontam/eval-sentences.sha1`` (the shared list names STS-B
@@ -83,6 +86,16 @@ def write_tsv(path: Path, rows: Rows) -> None:
     write_text_atomic(path, "".join(f"{score}\t{first}\t{second}\n" for score, first, second in rows))
 
 
+def translations(english: Rows, other: Rows) -> list[tuple[str, str]]:
+    """Both sentences of every English row beside their translations in ``other`` (row by row), each English
+    sentence once: its first occurrence."""
+    pairs: dict[str, str] = {}
+    for (_, first, second), (_, their_first, their_second) in zip(english, other, strict=True):
+        pairs.setdefault(first, their_first)
+        pairs.setdefault(second, their_second)
+    return list(pairs.items())
+
+
 def unlisted(sets: dict[Path, Rows], decontam: Path) -> int:
     """How many distinct sentences of ``sets`` the decontamination list does not name."""
     sys.path.insert(0, str(REPO / "src"))
@@ -105,6 +118,7 @@ def main() -> None:
     args = parser.parse_args()
     english = read_split(args.snapshot, "en")
     sets: dict[Path, Rows] = {args.out / "sts" / "stsb-test.tsv": english}
+    bitext: dict[Path, list[tuple[str, str]]] = {}
     for language in LANGUAGES:
         rows = read_split(args.snapshot, language)
         aligned(english, rows, language)
@@ -114,12 +128,16 @@ def main() -> None:
             (score, en_first, second)
             for (score, en_first, _), (_, _, second) in zip(english, rows, strict=True)
         ]
+        bitext[args.out / "bitext" / f"stsb-en-{language}-test.tsv"] = translations(english, rows)
     decontam = args.data / "decontam" / "eval-sentences.sha1"
     missing = unlisted(sets, decontam) if decontam.is_file() else None
     for path, rows in sets.items():
         write_tsv(path, rows)
+    for path, pairs in bitext.items():
+        write_text_atomic(path, "".join(f"{en}\t{translated}\n" for en, translated in pairs))
     print(
-        f"wrote {len(sets)} sets of {len(english)} pairs to {args.out} (stsb-multi-mt @ {COMMIT} test split)"
+        f"wrote {len(sets)} sets of {len(english)} pairs and {len(bitext)} of translations to {args.out} "
+        f"(stsb-multi-mt @ {COMMIT} test split)"
     )
     if missing is not None:
         print(f"sentences not in {decontam.name}: {missing}")

@@ -1,17 +1,18 @@
 """A model over many languages against its multilingual teacher and model2vec from the same teacher, in one
 run, on the dev sets that tuned the builds and on a held-back split that tuned nothing (issues 47 and 68).
 
-Measured on ``--data``: STS-B dev in each language alone (``multilingual/sts/stsb-LANG-dev.tsv``) and
-paired with English (``stsb-en-LANG-dev.tsv``), Tatoeba deu–eng, and the English STS mean (STS-B dev,
-SICK-R trial and train). With ``--heldout`` (default ``benchmarks/.heldout`` where it exists, written by
+Measured on ``--data``: STS-B dev in each language alone (``multilingual/sts/stsb-LANG-dev.tsv``) and paired
+with English (``stsb-en-LANG-dev.tsv``), Tatoeba deu–eng, and the English STS mean (STS-B dev, SICK-R trial
+and train). With ``--heldout`` (default ``benchmarks/.heldout`` where it exists, written by
 ``benchmarks/heldout_sts.py``): STS-B *test* in the same languages, alone and paired with English, and in
-English (``stsb-test``), read in the same run. The teacher runs with its ``query: `` prompt; model2vec is
-distilled from the same teacher by its own ``distill`` (256 d; built once into ``--models``, about half an
-hour for mE5's 250k tokens; ``--no-peer`` leaves it out). Printed: per language and split our score, the
-teacher's, their ratio and model2vec's; on dev the means over ``--text-languages`` against issue 47's
-targets (90 % alone, 85 % with English), on the held-back split each language with text against issue
-68's (88 % alone, 83 % with English); the English means against the English default's. The whole report
-(JSON, markdown with one table per language) goes to ``--output``.
+English (``stsb-test``), read in the same run; and each language's translation retrieval on it (an English
+test sentence finds its translation among all of them and back, top-1, as Tatoeba). The teacher runs with
+its ``query: `` prompt; model2vec is distilled from the same teacher by its own ``distill`` (256 d; built
+once into ``--models``, about half an hour for mE5's 250k tokens; ``--no-peer`` leaves it out). Printed: per
+language and split our score, the teacher's, their ratio and model2vec's; on dev the means over
+``--text-languages`` against issue 47's targets (90 % alone, 85 % with English), on the held-back split each
+language with text against issue 68's (88 % alone, 83 % with English); the English means against the English
+default's. The whole report (JSON, markdown with one table per language) goes to ``--output``.
 
 Run::
 
@@ -47,13 +48,14 @@ def score(report: dict[str, Any], model: str, task: str, dataset: str) -> float 
 def language_table(
     report: dict[str, Any], ours: str, teacher: str, peer: str | None, split: str = "dev"
 ) -> dict[str, dict[str, Any]]:
-    """Per language and kind (mono, en–X) on ``split``: our score, the teacher's, the ratio, model2vec's
-    (``None`` without a peer) and whether ours is ahead of it."""
+    """Per language and kind (mono, en–X; held back also translation retrieval) on ``split``: our score,
+    the teacher's, the ratio, model2vec's (``None`` without a peer) and whether ours is ahead of it."""
     table: dict[str, dict[str, Any]] = {}
     for lang in (*TARGET_LANGUAGES, *OTHER_LANGUAGES):
         for kind, task, dataset in (
             ("mono", "msts", f"stsb-{lang}-{split}"),
             ("en-X", "xsts", f"stsb-en-{lang}-{split}"),
+            ("translation", "bitext", f"stsb-en-{lang}-{split}"),  # held back only: top-1 retrieval
         ):
             mine, best = score(report, ours, task, dataset), score(report, teacher, task, dataset)
             other = None if peer is None else score(report, peer, task, dataset)
@@ -103,7 +105,9 @@ def sets(folder: Path, split: str, languages: int) -> list[str]:
 
 
 def tasks(data: Path, heldout: Path | None) -> list[Any]:
-    """English STS, msts and xsts over the dev sets and (with ``heldout``) the held-back ones, Tatoeba."""
+    """English STS, msts and xsts over the dev sets and (with ``heldout``) the held-back ones, Tatoeba (and
+    with ``heldout`` each language's held-back translations)."""
+    from staticsem.eval.bitext import BitextRetrieval, shared_sets
     from staticsem.eval.sts import STS, CrossLingualSTS, MultilingualSTS
 
     folders = [(data, "dev")] + ([] if heldout is None else [(heldout, "test")])
@@ -116,8 +120,16 @@ def tasks(data: Path, heldout: Path | None) -> list[Any]:
         STS(data, files=english),
         MultilingualSTS(data, files=mono),
         CrossLingualSTS(data, files=cross),
-        "bitext",
+        "bitext"
+        if heldout is None
+        else BitextRetrieval(data, files=[*shared_sets(data), *translations(heldout)]),
     ]
+
+
+def translations(heldout: Path) -> list[str]:
+    """The held-back translation sets (``heldout_sts.py``'s ``bitext/stsb-en-LANG-test.tsv``), none for a
+    split written before they were."""
+    return [str(p.resolve()) for p in sorted((heldout / "bitext").glob("stsb-en-*-test.tsv"))]
 
 
 def print_split(table: dict[str, dict[str, Any]], split: str, text: tuple[str, ...]) -> dict[str, Any]:

@@ -81,6 +81,16 @@ def test_the_split_pairs_each_english_first_sentence_with_its_own_row_translated
         "en second 2",
     ]
     assert len(list(sts.glob("*.tsv"))) == 20
+    # translation retrieval: both sentences of each pair beside their own translations, row by row
+    assert _rows(tmp_path / "out" / "bitext" / "stsb-en-ja-test.tsv") == [
+        [
+            f"en {side} {i}{', with a comma' if side == 'first' else ''}",
+            f"ja {side} {i}{', with a comma' if side == 'first' else ''}",
+        ]
+        for i in range(3)
+        for side in ("first", "second")
+    ]
+    assert len(list((tmp_path / "out" / "bitext").glob("*.tsv"))) == 10
     # 3 English rows of 2 sentences + 10 languages × 6 sentences, one of them listed
     assert "sentences not in eval-sentences.sha1: 65" in done.stdout
 
@@ -131,6 +141,7 @@ def test_the_benchmark_keeps_dev_and_held_back_figures_apart_and_judges_each_lan
             "stsb-en-de-test": 90.0,
             "stsb-en-ja-test": 90.0,
         },
+        "bitext": {"tatoeba-deu-eng": 50.0, "stsb-en-de-test": 40.0},
     }
     teacher = {task: {k: 100.0 for k in sets} for task, sets in ours.items()}
     report = _report({"ours": ours, "teacher": teacher})
@@ -138,6 +149,8 @@ def test_the_benchmark_keeps_dev_and_held_back_figures_apart_and_judges_each_lan
     test = bench.language_table(report, "ours", "teacher", None, "test")
     assert dev["de"]["mono"]["ours"] == 80.0 and test["de"]["mono"]["ours"] == 70.0
     assert test["ja"]["en-X"]["ratio"] == pytest.approx(0.90)
+    assert test["de"]["translation"]["ratio"] == pytest.approx(0.40) and "translation" not in test["ja"]
+    assert all("translation" not in kinds for kinds in dev.values())  # Tatoeba is not a language's row
     found = bench.targets(test, ("de", "ja"), "test")
     # mean 80 % alone; de's 70 % is under 88 %: held back, every language must reach the goal
     assert found["mono"]["met"] is False and found["mono"]["lowest"] == (pytest.approx(0.70), "de")
@@ -155,6 +168,8 @@ def test_the_benchmark_reads_the_held_back_sets_beside_the_dev_ones(tmp_path: Pa
             (sts / f"{name}.tsv").write_text(
                 "".join(f"{i}\ta {i} b\tc d {i}\n" for i in range(5)), encoding="utf-8"
             )
+    (tmp_path / "data" / "parallel").mkdir()
+    (tmp_path / "data" / "parallel" / "tatoeba-deu-eng.tsv").write_text("a\tb\nc\td\n", encoding="utf-8")
     english = tmp_path / "data" / "sts"
     english.mkdir()
     for name in bench.ENGLISH_STS:
@@ -165,7 +180,17 @@ def test_the_benchmark_reads_the_held_back_sets_beside_the_dev_ones(tmp_path: Pa
     assert set(mono.datasets) == {"stsb-de-dev", "stsb-de-test"}
     assert set(cross.datasets) == {"stsb-en-de-dev", "stsb-en-de-test"}
     assert set(english_sts.datasets) == {"stsb-dev", "sickr-trial", "sickr-train", "stsb-test"}
-    assert bitext == "bitext"
+    assert bitext.datasets == ["tatoeba-deu-eng"]  # a split written before its translations: Tatoeba alone
+    (tmp_path / "held" / "bitext").mkdir()
+    (tmp_path / "held" / "bitext" / "stsb-en-de-test.tsv").write_text(
+        "a b\tc d\ne f\tg h\n", encoding="utf-8"
+    )
+    bitext = bench.tasks(tmp_path / "data", tmp_path / "held")[3]
+    assert (
+        bitext.datasets == ["tatoeba-deu-eng", "stsb-en-de-test"]
+        and bitext.languages["stsb-en-de-test"] == "de"
+    )
+    assert bench.tasks(tmp_path / "data", None)[3] == "bitext"
     _, mono_dev, cross_dev, _ = bench.tasks(tmp_path / "data", None)
     assert mono_dev.datasets == ["stsb-de-dev"] and cross_dev.datasets == ["stsb-en-de-dev"]
 

@@ -34,10 +34,8 @@ class BitextRetrieval(Evaluator):
         self, data_dir: str | Path, files: Sequence[str] | None = None, languages: Sequence[str] | None = None
     ) -> None:
         super().__init__()
-        if files is None:
-            found = sorted(find_dir(data_dir, BITEXT_DIRS).glob("*.tsv"))
-            files = [p.name for p in found if "train" not in p.name]
-        paths = [find_file(data_dir, name, BITEXT_DIRS) for name in files]
+        names = shared_sets(data_dir) if files is None else files
+        paths = [find_file(data_dir, name, BITEXT_DIRS) for name in names]
         if languages is not None:
             paths = select(paths, languages, None, self.name)
         self.pairs: dict[str, tuple[list[str], list[str]]] = {}
@@ -58,6 +56,11 @@ class BitextRetrieval(Evaluator):
             metrics[f"{stem}/left-right"], metrics[f"{stem}/right-left"] = forward, backward
             metrics[stem] = (forward + backward) / 2
         return with_mean(metrics, self.datasets)
+
+
+def shared_sets(data_dir: str | Path) -> list[str]:
+    """The names of the data folder's bitext sets: every ``*.tsv`` there but training files (``*train*``)."""
+    return [p.name for p in sorted(find_dir(data_dir, BITEXT_DIRS).glob("*.tsv")) if "train" not in p.name]
 
 
 def top1(scores: np.ndarray, queries: Sequence[str], targets: Sequence[str]) -> float:
