@@ -10,7 +10,9 @@ Rows (``--runs``, separated by ``;``):
   by CHANGES (``phrases=K``: the first K phrases in the choice's order, the most frequent first;
   ``words=2``: two-word phrases only; ``score=S``: those scored S or more (the choice's threshold raised);
   ``mode=add|replace``; ``init=zero|context``, the phrases' rows
-  before KD) and the pipeline itself runs the PCA, the
+  before KD; ``teachers=OTHER``: KD towards two teachers at once, SOURCE's targets and those of the build
+  OTHER from another teacher on the same sentences, each unit-length, side by side, so the target cosines
+  are the mean of the two teachers') and the pipeline itself runs the PCA, the
   pieces' rows and KD into ``--models/LABEL``. A variant skips the sentence choice and stage 1, so its
   sentences are SOURCE's: a build asked for fewer phrases chooses a few thousand fewer sentences (said
   beside each row). Its build time is SOURCE's steps to stage 1 plus its own.
@@ -100,7 +102,8 @@ def filtered_stage1(
     from staticsem.phrases import is_phrase
 
     stage1 = staticsem.load(source / "stage1")
-    record = json.loads((source / "phrases.json").read_text())
+    found = source / "phrases.json"  # a build without phrases has none: its rows are kept as they are
+    record = json.loads(found.read_text()) if found.is_file() else {"phrases": [], "scores": []}
     chosen = record["phrases"]
     if score is not None:
         chosen = [p for p, s in zip(chosen, record["scores"], strict=True) if s >= score]
@@ -139,6 +142,8 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
         phrases = int(options["phrases"]) if "phrases" in options else None
         words = int(options["words"]) if "words" in options else None
         filtered_stage1(source, work, phrases, words, float(options["score"]) if "score" in options else None)
+        if "teachers" in options:
+            two_teachers(work, models / f".{options['teachers']}.work")
         Pipeline(settings, out, work_dir=work).run()
     seconds = time.perf_counter() - started
     steps = json.loads((out / "config.json").read_text())["metadata"]["steps"]
@@ -150,6 +155,25 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
         "variant_seconds": round(seconds, 1),
         "build_seconds": shared + own,
     }
+
+
+def two_teachers(work: Path, other: Path) -> None:
+    """The cloned ``work``'s teacher targets (stage 1's chosen sentences, the short ones) beside those of the
+    build ``other`` (another teacher) for the same sentences, each unit-length: KD then reproduces the mean
+    of the two teachers' cosines."""
+    from safetensors.numpy import load_file
+
+    from staticsem.io.atomic import save_tensors
+
+    for name, record in (("stage1.safetensors", "select"), ("targets.safetensors", "targets")):
+        ours, theirs = (json.loads((w / f"{record}.json").read_text())["sentences"] for w in (work, other))
+        if ours != theirs:
+            raise SystemExit(f"{other}: its {record} step chose other sentences than {work}'s source")
+        arrays = load_file(str(work / name))
+        joined = np.hstack([_unit(arrays["embeddings"]), _unit(load_file(str(other / name))["embeddings"])])
+        arrays["embeddings"] = joined.astype(np.float32)
+        (work / name).unlink()  # a link to the source's file: the source keeps its own
+        save_tensors(work / name, arrays)
 
 
 # ---------------------------------------------------------------- scores
