@@ -34,6 +34,7 @@ import csv
 import io
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from _common import REPO, write_text_atomic
@@ -81,9 +82,9 @@ def aligned(english: Rows, other: Rows, language: str) -> None:
             raise SystemExit(f"error: {language} row {number} scores {b[0]}, English {a[0]}: not aligned")
 
 
-def write_tsv(path: Path, rows: Rows) -> None:
-    """``score<TAB>s1<TAB>s2`` lines, written atomically."""
-    write_text_atomic(path, "".join(f"{score}\t{first}\t{second}\n" for score, first, second in rows))
+def write_tsv(path: Path, rows: Sequence[tuple[str, ...]]) -> None:
+    """Tab-separated lines (``score<TAB>s1<TAB>s2``, ``english<TAB>translation``), written atomically."""
+    write_text_atomic(path, "".join("\t".join(row) + "\n" for row in rows))
 
 
 def translations(english: Rows, other: Rows) -> list[tuple[str, str]]:
@@ -134,7 +135,7 @@ def main() -> None:
     for path, rows in sets.items():
         write_tsv(path, rows)
     for path, pairs in bitext.items():
-        write_text_atomic(path, "".join(f"{en}\t{translated}\n" for en, translated in pairs))
+        write_tsv(path, pairs)
     print(
         f"wrote {len(sets)} sets of {len(english)} pairs and {len(bitext)} of translations to {args.out} "
         f"(stsb-multi-mt @ {COMMIT} test split)"

@@ -269,6 +269,11 @@ class StepRun:
     def resize(self, vocab_size: int) -> None:
         """Keep ``vocab_size`` words (the keys follow)."""
         self.settings = replace(self.settings, vocab_size=vocab_size)
+        self.forget_keys()
+
+    def forget_keys(self) -> None:
+        """Drop the cached step keys: the next read computes them from the settings and records as they
+        are now (after a change that runs of this build made to them)."""
         self.__dict__.pop("keys", None)
 
     def run(self, dtype: str = "float16") -> StaticModel:

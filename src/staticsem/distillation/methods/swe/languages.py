@@ -84,7 +84,7 @@ def hand_over_words(pipeline: Any) -> None:
     handed = hand_over(shares, usable, dict.fromkeys(runs, 1.0), first)
     for language, run in runs.items():
         run.resize(handed[language])
-    pipeline.__dict__.pop("keys", None)  # the merge's key and those after it follow the new shares
+    pipeline.forget_keys()  # the merge's key and those after it follow the new shares
 
 
 def usable_words(run: Any) -> int:
