@@ -12,7 +12,9 @@ Rows (``--runs``, separated by ``;``):
   ``mode=add|replace``; ``init=zero|context``, the phrases' rows
   before KD; ``teachers=OTHER``: KD towards two teachers at once, SOURCE's targets and those of the build
   OTHER from another teacher on the same sentences, each unit-length, side by side, so the target cosines
-  are the mean of the two teachers') and the pipeline itself runs the PCA, the
+  are the mean of the two teachers'; ``edits=N``, ``share=F``, ``kinds=K/K``: ``--edit-sentences N``,
+  ``--edit-share F``, ``--edit-kinds K,K``; ``groups=F``, ``average=F``, ``tau=F``: those ``--kd-*``
+  settings) and the pipeline itself runs the PCA, the
   pieces' rows and KD into ``--models/LABEL``. A variant skips the sentence choice and stage 1, so its
   sentences are SOURCE's: a build asked for fewer phrases chooses a few thousand fewer sentences (said
   beside each row). Its build time is SOURCE's steps to stage 1 plus its own.
@@ -58,6 +60,7 @@ import _benchmarks  # noqa: F401  (benchmarks/ on the path)
 import vocabulary_curve as curve
 from _benchmarks import STS_FILES
 
+KD_CHANGES = ("groups", "average", "tau")  # a variant's --kd-* changes
 CLONED = ("vocab", "phrases", "select", "extract", "pieces", "targets")  # records a variant reuses
 SPEED_SENTENCES = 20_000
 
@@ -136,6 +139,7 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
     changed = {k: options[k] for k in ("mode", "init") if k in options}
     if changed:
         settings = dataclasses.replace(settings, phrase=dataclasses.replace(settings.phrase, **changed))
+    settings = with_training(settings, options)
     started = time.perf_counter()
     if not (out / "config.json").is_file():
         clone(source, work)
@@ -155,6 +159,19 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
         "variant_seconds": round(seconds, 1),
         "build_seconds": shared + own,
     }
+
+
+def with_training(settings: Any, options: dict[str, str]) -> Any:
+    """``settings`` with a variant's edit and KD changes (see the module)."""
+    edit = {"sentences": int, "share": float, "kinds": lambda v: v.replace("/", ",")}
+    named = {"edits": "sentences", "share": "share", "kinds": "kinds"}
+    edits = {named[k]: edit[named[k]](v) for k, v in options.items() if k in named}
+    kd = {{"groups": "group_share"}.get(k, k): float(v) for k, v in options.items() if k in KD_CHANGES}
+    return dataclasses.replace(
+        settings,
+        edit=dataclasses.replace(settings.edit, **edits),  # type: ignore[arg-type]
+        kd=dataclasses.replace(settings.kd, **kd),
+    )
 
 
 def two_teachers(work: Path, other: Path) -> None:

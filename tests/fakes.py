@@ -22,6 +22,7 @@ from tokenizers.pre_tokenizers import BertPreTokenizer
 from tokenizers.processors import TemplateProcessing
 
 from staticsem import StaticModel
+from staticsem.distillation.corpus.edits import EditSettings
 from staticsem.distillation.corpus.pairs import Pairs
 from staticsem.distillation.methods.swe.settings import SWESettings
 from staticsem.distillation.stages.kd_settings import KDSettings
@@ -385,6 +386,7 @@ def tiny_swe(corpus: Path, **changes: object) -> SWESettings:
         "remove_top": 1,
         "dim": 6,
         "kd": KDSettings(batch_size=32, eval_every=10, max_steps=60, dev_size=100),
+        "edit": EditSettings(sentences=0),  # tests/test_edits.py and the Ray build edit
     }
     return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
 

@@ -127,7 +127,8 @@ def test_weight_averaging_changes_only_the_kd_key_and_off_keeps_earlier_keys(
         teacher=teacher,  # type: ignore[arg-type]
     ).keys
     assert [step for step in plain if plain[step] != averaged[step]] == ["kd"]
-    before = {k: v for k, v in asdict(base.kd).items() if k != "average"}  # the settings before averaging
+    # the settings before averaging (and edit families)
+    before = {k: v for k, v in asdict(base.kd).items() if k not in ("average", "family_share")}
     assert plain["kd"] == fingerprint({"pca": plain["pca"], "kd": before})
 
 
@@ -417,8 +418,8 @@ def test_cli_swe_with_a_real_teacher(
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="staticsem"):
         again = CliRunner().invoke(app, args)
-    assert again.exit_code == 0 and caplog.text.count("reusing") == 7  # vocab ... pieces, targets, kd
-    assert again.stderr.count("(reused)") == 7  # and its table says so
+    assert again.exit_code == 0 and caplog.text.count("reusing") == 8  # vocab ... targets, edits, kd
+    assert again.stderr.count("(reused)") == 8  # and its table says so
     assert model.pieces is not None  # the default learns subword pieces
 
 

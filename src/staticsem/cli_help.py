@@ -33,7 +33,7 @@ EVERYDAY = frozenset(
     {
         *("method", "max-sentences", "exclude", "sentences-per-word", "min-count", "prompt"),
         *("dim", "dtype", "fallback", "phrases", "phrases-from", "languages", "pairs", "objective"),
-        *("parallel", "kd-max-steps", "workers", "ray", "keep-work"),
+        *("parallel", "kd-max-steps", "edit-sentences", "workers", "ray", "keep-work"),
         # the small methods' own knobs: word2vec, fastText, GloVe, token, X2Static
         *("window", "epochs", "skip-gram", "negative", "minn", "maxn", "sif", "context"),
     }
@@ -49,7 +49,7 @@ FLAGS = {  # the flags of each panel (a first word such as kd stands for kd-*); 
     LANGUAGES: ("languages", "splitter", "vocab-split", "hand-over", "check-tokenizer", "align"),
     SEARCH: ("search-piece-weight", "pairs"),
     TRAINING: (
-        *("objective", "parallel", "kd", "lr", "epochs", "negatives", "subsample", "x-max", "alpha"),
+        *("objective", "parallel", "kd", "edit", "lr", "epochs", "negatives", "subsample", "x-max", "alpha"),
         *("window", "negative", "sample", "skip-gram"),
     ),
     RESOURCES: (

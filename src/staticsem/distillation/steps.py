@@ -296,7 +296,7 @@ class StepRun:
         """What the model's config.json records: method, teacher, corpus, settings, steps (and their table:
         time, teacher passes, sentences/s), cost."""
         # lists of the vocabulary, the phrases and the chosen sentences
-        long = ("words", "counts", "sentences", "phrases", "scores", "word_counts")
+        long = ("words", "counts", "sentences", "phrases", "scores", "word_counts", "families")
         steps = {
             name: {k: v for k, v in record.items() if k != "key" and not (k in long and isinstance(v, list))}
             for name, record in self.records.items()

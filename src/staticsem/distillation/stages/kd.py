@@ -7,7 +7,8 @@ teacher's with the in-batch similarity-distribution loss: the diagonal masked, t
 for the paper's dense Adam; no weight decay; gradient-norm clip). The dev loss every ``eval_every``
 steps keeps the best table and stops training after ``patience`` evaluations without improvement.
 With ``group_share`` > 0 part of every batch is neighbour groups (a sentence and its nearest by teacher
-embedding), so the loss also ranks near paraphrases against each other, which random batches rarely do.
+embedding), so the loss also ranks near paraphrases against each other, which random batches rarely do;
+with ``family_share`` > 0 part is whole edit families (a sentence and its edited copies, ``corpus.edits``).
 """
 
 from __future__ import annotations
@@ -163,12 +164,16 @@ class Distillation(SentenceTargets):
         targets: np.ndarray,
         tau: float,
         center: bool = True,
+        families: Sequence[np.ndarray] | None = None,
     ) -> None:
         if len(targets) != len(sentences):
             raise InputError(f"{len(sentences)} sentences but {len(targets)} teacher embeddings")
         targets = np.asarray(targets, dtype=np.float32)
         super().__init__(model, sentences, targets - targets.mean(axis=0) if center else targets)
-        self.tau = tau
+        self.tau, self._families = tau, families
+
+    def families(self) -> Sequence[np.ndarray] | None:
+        return self._families
 
     def directions(self) -> np.ndarray:
         return F.normalize(self.targets, dim=1).cpu().numpy()

@@ -39,6 +39,9 @@ class KDSettings:
         option="groups",
     )
     group_size: int = setting(8, "Sentences per neighbour group.")
+    # Edit families (``corpus.edits``): this share of every batch is whole families, a short sentence and
+    # its edited copies; set by the pipeline from ``--edit-share`` where the build has edits
+    family_share: float = setting(0.0, "Share of each batch made of whole edit families.", hidden=True)
     group_pool: int = setting(16_384, "Random training sentences a group's neighbours are drawn from.")
     # Weight averaging: at every evaluation the kept and scored table is an exponential moving average
     # (this decay per evaluation) of the trained one, not the trained one itself; 0 scores the latter

@@ -61,6 +61,10 @@ class Objective:
         """Unit vectors whose cosines say which examples are neighbours (None: no neighbour groups)."""
         return None
 
+    def families(self) -> Sequence[np.ndarray] | None:
+        """Groups of examples (rows) trained in the same batch, e.g. a sentence and its edited copies."""
+        return None
+
     def to(self, device: str | torch.device) -> Objective:
         """The objective's data (bags of ids, targets) moved once to ``device``, where the table trains: a
         step then copies only its batch's row numbers."""
@@ -126,11 +130,34 @@ class _Split:
         self.groups = int(settings.group_share * settings.batch_size) // max(1, settings.group_size)
         self.unit = objective.directions() if self.groups and settings.group_size > 1 else None
         self.pool_age, self.pool_rows, self.pool_unit = 0, np.empty(0, np.int64), np.empty((0, 0), np.float32)
+        self.families = self._train_families(objective) if settings.family_share > 0 else []
+        self.family_rows = int(settings.family_share * settings.batch_size) if self.families else 0
+
+    def _train_families(self, objective: Objective) -> list[np.ndarray]:
+        """The objective's families cut to their training examples; those left with one or none dropped."""
+        train = np.zeros(objective.size, bool)
+        train[self.train] = True
+        cut = (family[train[family]] for family in objective.families() or [])
+        return [family for family in cut if len(family) > 1]
 
     def next_batch(self) -> np.ndarray:
+        if self.family_rows:
+            return self.family_batch()
         if self.unit is not None:
             return self.grouped_batch()
         return self.random_rows(self.size)
+
+    def family_batch(self) -> np.ndarray:
+        """Whole random families up to ``family_rows`` examples, the rest as the batch would be without."""
+        drawn: dict[int, int] = {}  # family → its size, each family once
+        while sum(drawn.values()) < self.family_rows and len(drawn) < len(self.families):
+            at = int(self.rng.integers(len(self.families)))
+            drawn[at] = len(self.families[at])
+        picked = np.unique(np.concatenate([self.families[at] for at in drawn]))
+        rest = self.grouped_batch(self.size - len(picked)) if self.unit is not None else None
+        if rest is None:
+            rest = self.random_rows(self.size - len(picked))
+        return np.unique(np.concatenate([picked, rest]))
 
     def random_rows(self, count: int) -> np.ndarray:
         if self.at + count > len(self.order):
@@ -138,8 +165,9 @@ class _Split:
         self.at += count
         return self.order[self.at - count : self.at]
 
-    def grouped_batch(self) -> np.ndarray:
-        """``groups`` seeds with their nearest neighbours in the current pool, the rest random."""
+    def grouped_batch(self, size: int | None = None) -> np.ndarray:
+        """``groups`` seeds with their nearest neighbours in the current pool, the rest random (``size``
+        examples in all, by default the batch's)."""
         assert self.unit is not None
         if self.pool_age % POOL_STEPS == 0:  # a fresh random pool (gathering it costs more than a step)
             self.pool_rows = self.train[self.rng.choice(len(self.train), self.pool, replace=False)]
@@ -150,7 +178,7 @@ class _Split:
         cosines[self.pool_rows[None, :] == seeds[:, None]] = -2.0  # a seed is not its own neighbour
         nearest = np.argpartition(-cosines, self.group_size - 2, axis=1)[:, : self.group_size - 1]
         rows = np.unique(np.concatenate([seeds, self.pool_rows[nearest].ravel()]))
-        return np.unique(np.concatenate([rows, self.random_rows(self.size - len(rows))]))
+        return np.unique(np.concatenate([rows, self.random_rows((size or self.size) - len(rows))]))
 
     def has_dev(self) -> bool:
         """Whether the split holds a dev batch to score (``MIN_DEV`` examples or more)."""

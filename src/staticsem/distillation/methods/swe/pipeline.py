@@ -29,6 +29,7 @@ from staticsem.distillation.corpus.reading import (
 from staticsem.distillation.corpus.sampling import missing_words, select_sentences, select_stored
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.alignment import align_step
+from staticsem.distillation.methods.swe.edit_step import edit_step, with_edits
 from staticsem.distillation.methods.swe.languages import run_languages, vocabulary_shares
 from staticsem.distillation.methods.swe.pairs_step import pairs_key, pairs_step
 from staticsem.distillation.methods.swe.phrase_step import (
@@ -71,7 +72,8 @@ from staticsem.phrases import entry_table, is_phrase
 
 logger = logging.getLogger(__name__)
 STAGE_FOLDERS = {"extract": "stage1", "pca": "stage2", "kd": "stage3", "align": "aligned", "pairs": "stage4"}
-EXTRA_PASSES = (("targets", "teacher_passes"), ("pieces", "pieces"))  # teacher passes beside stage 1's
+# teacher passes beside stage 1's
+EXTRA_PASSES = (("targets", "teacher_passes"), ("edits", "teacher_passes"), ("pieces", "pieces"))
 
 
 class Pipeline(StepRun):
@@ -190,6 +192,10 @@ class Pipeline(StepRun):
                 }
             )
             objective["targets"] = keys["targets"]
+            if s.edits():  # the copies' neighbours come from the stage-2 table
+                edits = {**{k: v for k, v in asdict(s.edit).items() if k != "share"}, "sentences": s.edits()}
+                keys["edits"] = fingerprint({"targets": keys["targets"], "pca": pca, **edits})
+                objective["edits"] = {"step": keys["edits"], "share": s.edit.share}
         if s.learns_pieces():  # the pieces' teacher states, and how a word weighs its pieces
             states = {
                 "teacher": s.teacher,
@@ -202,7 +208,7 @@ class Pipeline(StepRun):
         if wants_phrases(s):
             objective["phrase_init"] = s.phrase.init
         # a setting added later counts only when used, so keys of runs made without it stay as they were
-        settings = {k: v for k, v in asdict(s.kd).items() if k != "average" or v}
+        settings = {k: v for k, v in asdict(s.kd).items() if k not in ("average", "family_share") or v}
         kd = fingerprint({"pca": pca, "kd": settings, **objective})
         keys.update({"pca": pca, "kd": kd})
         if self.aligns():
@@ -249,7 +255,7 @@ class Pipeline(StepRun):
         counting = ("vocab", "phrases") if "phrases" in self.keys else ("vocab",)
         first = ("merge",) if self.subruns else (*counting, "select", "extract")
         later = self.settings.stages[1:]
-        for step in ("pieces", "targets"):  # what the training step uses, just before it
+        for step in ("pieces", "targets", "edits"):  # what the training step uses, just before it
             if step in self.keys:
                 later = (*later[:-1], step, later[-1])
         last = tuple(step for step in ("align", "pairs") if step in self.keys)
@@ -347,6 +353,9 @@ class Pipeline(StepRun):
     def _targets(self) -> dict[str, Any]:
         return targets_step(self)
 
+    def _edits(self) -> dict[str, Any]:
+        return edit_step(self)
+
     def _missing_words(self, sentences: list[str]) -> list[str]:
         """Words of ``sentences`` seen ``kd_corpus_words`` times or more that stage 1 lacks."""
         known = set(load(self.work.folder / "stage1").vocab)
@@ -402,14 +411,19 @@ class Pipeline(StepRun):
                 more = load_file(str(self.work.folder / "targets.safetensors"))["embeddings"]
                 targets = np.concatenate([targets, more])
                 sentences = [*sentences, *self.records["targets"]["sentences"]]
-            objectives.append(Distillation(stage2, sentences, targets, s.kd.tau, s.kd.center_targets))
+            families = None
+            if "edits" in self.keys:
+                sentences, targets, families = with_edits(self, sentences, targets)
+            objectives.append(
+                Distillation(stage2, sentences, targets, s.kd.tau, s.kd.center_targets, families)
+            )
         if s.objective in ("contrastive", "both"):
             objectives.append(Contrastive(stage2, *read_pairs(s.parallel, s.exclude), s.kd.tau))
         key = self.keys["kd"]  # a stopped run resumes from its last evaluation; another key starts over
         trained, stats = train_table(
             stage2,
             objectives,
-            replace(s.kd, seed=s.seed),
+            replace(s.kd, seed=s.seed, family_share=s.edit.share if "edits" in self.keys else 0.0),
             self.progress,
             checkpoint=self.work.folder / "kd.partial.safetensors",
             key=key,

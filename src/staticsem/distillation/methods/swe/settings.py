@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
+from staticsem.distillation.corpus.edits import EditSettings
 from staticsem.distillation.corpus.exclude import EXCLUDE_HELP, check_exclude_files
 from staticsem.distillation.corpus.languages import SPLITS, needs_subword
 from staticsem.distillation.corpus.phrase_choice import PhraseSettings, read_phrase_list
@@ -187,6 +188,7 @@ class SWESettings(ASESettings):
     remove_top: int | None = setting(None, "Top principal components to remove [teacher width / 100].")
     dim: int = setting(256, "Dimensions of the model.")
     kd: KDSettings = setting(factory=KDSettings, help="Stage-3 training.", prefix="kd")
+    edit: EditSettings = setting(factory=EditSettings, help="Edited short sentences.", prefix="edit")
     objective: str = setting("kd", "Stage-3 training: kd, contrastive (needs --parallel) or both.")
     parallel: tuple[str, ...] = setting(
         (), "Sentence pairs (left TAB right per line; repeatable) for contrastive training."
@@ -315,6 +317,7 @@ class SWESettings(ASESettings):
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
         self.kd.validate()
+        self.edit.validate(self.draws_short(), len(corpus_languages(self)), self.kd.group_share)
         if not 0.0 <= self.kd.group_share <= 1.0 or self.kd.group_size < 2:
             raise InputError(
                 f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
@@ -355,6 +358,10 @@ class SWESettings(ASESettings):
 
     def _distils(self) -> bool:
         return self.objective != "contrastive" and "kd" in self.stages
+
+    def edits(self) -> int:
+        """How many short sentences get edited copies (``EditSettings.count``)."""
+        return self.edit.count(self.draws_short(), len(corpus_languages(self)))
 
     def draws_short(self) -> bool:
         """Whether distillation gets short corpus sentences: asked for, or by default where the corpus
