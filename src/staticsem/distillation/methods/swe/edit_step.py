@@ -10,7 +10,7 @@ import numpy as np
 from safetensors.numpy import load_file
 
 from staticsem.distillation.corpus.edits import edit_families
-from staticsem.distillation.stages.extract import extract
+from staticsem.distillation.methods.swe.targets import sentence_passes
 from staticsem.errors import InputError
 from staticsem.io.atomic import save_tensors
 
@@ -36,17 +36,7 @@ def edit_step(pipeline: Any) -> dict[str, Any]:
         save_tensors(pipeline.work.folder / EDITS_FILE, {"embeddings": empty})
         return {"sentences": [], "families": [], "teacher_passes": 0, "edited": 0}
     partial = pipeline.work.folder / f"edits-{pipeline.keys['edits']}.partial.safetensors"
-    result = (pipeline.scale.extract if pipeline.scale else extract)(
-        pipeline.teacher,
-        copies,
-        [],
-        lowercase=pipeline.teacher.lowercases,
-        checkpoint=partial,
-        save_every=pipeline.save_every,
-        show_progress=pipeline.progress,
-        splitter=pipeline.splitter,
-        **pipeline.extraction(),
-    )
+    result = sentence_passes(pipeline, copies, [], partial)
     save_tensors(pipeline.work.folder / EDITS_FILE, {"embeddings": result.embeddings})
     partial.unlink(missing_ok=True)
     return {

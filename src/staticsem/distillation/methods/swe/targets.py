@@ -3,6 +3,7 @@ and the short sentences), one pass each, resumable like stage 1."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,22 @@ from staticsem.distillation.methods.swe.languages import short_sentences
 from staticsem.distillation.stages.extract import extract
 from staticsem.errors import InputError
 from staticsem.io.atomic import save_tensors
+
+
+def sentence_passes(pipeline: Any, sentences: list[str], words: list[str], partial: Path) -> Any:
+    """One teacher pass per sentence (and the states of ``words``) on the run's device or replicas,
+    resumable from ``partial`` (the caller removes it once its result is saved)."""
+    return (pipeline.scale.extract if pipeline.scale else extract)(
+        pipeline.teacher,
+        sentences,
+        words,
+        lowercase=pipeline.teacher.lowercases,
+        checkpoint=partial,
+        save_every=pipeline.save_every,
+        show_progress=pipeline.progress,
+        splitter=pipeline.splitter,
+        **pipeline.extraction(),
+    )
 
 
 def targets_step(pipeline: Any) -> dict[str, Any]:
@@ -36,17 +53,7 @@ def targets_step(pipeline: Any) -> dict[str, Any]:
         raise InputError(f"--kd-corpus / --kd-short: no new sentence of {s.min_words} to {s.max_words} words")
     new = pipeline._missing_words(sentences) if s.kd_corpus_words else []
     partial = pipeline.work.folder / f"targets-{pipeline.keys['targets']}.partial.safetensors"
-    result = (pipeline.scale.extract if pipeline.scale else extract)(
-        pipeline.teacher,
-        sentences,
-        new,
-        lowercase=pipeline.teacher.lowercases,
-        checkpoint=partial,
-        save_every=pipeline.save_every,
-        show_progress=pipeline.progress,
-        splitter=pipeline.splitter,
-        **pipeline.extraction(),
-    )
+    result = sentence_passes(pipeline, sentences, new, partial)
     seen = np.flatnonzero(result.counts > 0)
     tensors = {"embeddings": result.embeddings}
     if len(seen):
