@@ -50,6 +50,9 @@ def test_nearest_words_come_nearest_first_without_the_word_or_a_phrase() -> None
     near = nearest_words(model, ["cat", "car", "ghost"], 2)
     assert near == {"cat": ["kitten", "dog"], "car": ["dog", "kitten"]}
     assert nearest_words(model, ["cat"], 2, among=2) == {"cat": ["kitten"]}
+    cased = staticsem.StaticModel(["man", "Man", "woman"], np.array([[1, 0], [1, 0], [0.5, 0.5]], np.float32))
+    assert nearest_words(cased, ["man", "Man"], 1) == {"man": ["woman"], "Man": ["woman"]}  # not its case
+    assert nearest_words(cased, ["man"], 1, among=2) == {}  # no other word there
 
 
 def test_families_list_each_edited_sentence_and_how_many_copies_follow() -> None:
@@ -97,6 +100,29 @@ def test_family_batches_hold_whole_families_for_their_share_and_random_rows_for_
     assert plain.family_rows == 0
 
 
+def test_families_that_overshoot_their_share_never_make_a_batch_larger_than_asked() -> None:
+    """A share the last family overshoots, beside neighbour groups filling the rest: the rest shrinks."""
+    families = [np.array([i, 1000 + 3 * i, 1001 + 3 * i, 1002 + 3 * i]) for i in range(200)]
+
+    class Near(Rows):
+        def directions(self) -> np.ndarray:
+            return np.random.default_rng(1).normal(size=(self.size, 4)).astype(np.float32)
+
+    for share, groups in ((0.75, 0.25), (0.5, 0.5), (0.99, 0.0)):
+        settings = KDSettings(
+            batch_size=64, dev_size=100, family_share=share, group_share=groups, group_size=4, group_pool=256
+        )
+        split = _Split(Near(2000, families), settings, np.random.default_rng(0))
+        sizes = [len(split.next_batch()) for _ in range(200)]
+        assert max(sizes) <= 64 + 3 and min(sizes) >= 40, (share, groups, min(sizes), max(sizes))
+        if groups:  # asked for fewer rows than its groups hold: its seeds only, no rows given back
+            at = split.at
+            assert len(split.grouped_batch(2)) <= split.groups * 4 and split.at in (
+                at + split.groups,
+                split.groups,
+            )
+
+
 def run(folder: Path, teacher: FakeTeacher, **changes: object) -> staticsem.StaticModel:
     settings = tiny_swe(folder / "corpus.txt", fallback="prefix", kd_short=120, **changes)
     Pipeline(settings, folder / "model", teacher=teacher, show_progress=False, save_every=0.0).run("float32")  # type: ignore[arg-type]
@@ -111,13 +137,18 @@ def test_the_step_edits_the_first_short_sentences_and_distillation_reads_their_t
     plain = run(tmp_path, FakeTeacher(subword_tokenizer), edit=off)
     keys = json.loads((tmp_path / ".model.work" / "kd.json").read_text())["key"]
     teacher = FakeTeacher(subword_tokenizer)
-    model = run(tmp_path, teacher, edit=EditSettings(sentences=50, kinds="drop,swap"))
+    extra = tmp_path / "extra.txt"  # KD-only text: listed before the short sentences, never edited
+    extra.write_text("".join(f"The judge of the court read law number {i} aloud .\n" for i in range(40)))
+    edit = EditSettings(sentences=50, kinds="drop,swap")
+    model = run(tmp_path, teacher, edit=edit, kd_corpus=(str(extra),))
     work = tmp_path / ".model.work"
     record = json.loads((work / "edits.json").read_text())
     targets = json.loads((work / "targets.json").read_text())["sentences"]
     chosen = json.loads((work / "select.json").read_text())["sentences"]
-    assert teacher.sentences == len(record["sentences"]) and 0 < record["edited"] <= 50
-    assert model.metadata["teacher_passes"] == plain.metadata["teacher_passes"] + len(record["sentences"])
+    assert teacher.sentences == 160 + len(record["sentences"]) and 0 < record["edited"] <= 50
+    assert len(targets) == 160 and targets[:40] == extra.read_text().splitlines()
+    edits = model.metadata["steps"]["edits"]["teacher_passes"]
+    assert model.metadata["teacher_passes"] == plain.metadata["teacher_passes"] + 40 + edits
     assert "families" not in model.metadata["steps"]["edits"]
     records = {"edits": record, "targets": {"sentences": targets}}
     facts = SimpleNamespace(records=records, work=SimpleNamespace(folder=work))
@@ -126,7 +157,7 @@ def test_the_step_edits_the_first_short_sentences_and_distillation_reads_their_t
     assert len(sentences) == len(embeddings) and len(families) == record["edited"]
     for family in families:
         original, copies = sentences[family[0]], [sentences[i] for i in family[1:]]
-        assert family[0] >= len(chosen) and original in targets[:50]
+        assert family[0] >= len(chosen) and original in targets[-120:][:50]  # the first short ones
         for copy in copies:  # each copy is its sentence with one word left out or changed
             a, b = original.split(" "), copy.split(" ")
             assert len(b) == len(a) - 1 or sum(x != y for x, y in zip(a, b, strict=True)) == 1
@@ -145,6 +176,7 @@ def test_the_step_edits_the_first_short_sentences_and_distillation_reads_their_t
         ({"edit": EditSettings(sentences=5, kinds=",")}, "--edit-kinds takes"),
         ({"edit": EditSettings(sentences=5, neighbours=0)}, "--edit-neighbours must be at least 1"),
         ({"edit": EditSettings(sentences=5, share=1.0)}, "--edit-share must be above 0"),
+        ({"edit": EditSettings(sentences=5, share=0.0)}, "--edit-share must be above 0"),
         ({"edit": EditSettings(sentences=5), "kd_short": 0}, "needs --kd-short above 0"),
         ({"edit": EditSettings(sentences=5), "kd": KDSettings(group_share=0.8)}, "fill more than a batch"),
     ],

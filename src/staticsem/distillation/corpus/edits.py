@@ -92,23 +92,27 @@ class EditSettings:
 
 def nearest_words(model: StaticModel, words: Sequence[str], count: int, among: int = SWAP_WORDS) -> dict:
     """Each of ``words`` (in the model's first ``among`` rows) → its ``count`` nearest words there by
-    cosine, nearest first (phrases and words with other than letters never among them)."""
+    cosine, nearest first (never itself in another case, a phrase or a word with other than letters)."""
     rows = [i for i, w in enumerate(model.vocab[:among]) if WORD.fullmatch(w)]
+    lowered = np.array([model.vocab[r].lower() for r in rows])
     table = np.asarray(model.vectors[rows], np.float32)
     table /= np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
     at = {model.vocab[r]: i for i, r in enumerate(rows)}
     wanted = [w for w in dict.fromkeys(words) if w in at]
     count = min(count, len(rows) - 1)
     found: dict[str, list[str]] = {}
+    if count < 1:
+        return found
     for start in range(0, len(wanted), 2048):
         chunk = wanted[start : start + 2048]
         ids = np.array([at[w] for w in chunk])
         cosines = table[ids] @ table.T
-        cosines[np.arange(len(ids)), ids] = -np.inf  # a word is not its own neighbour
+        cosines[lowered[None, :] == lowered[ids][:, None]] = -np.inf  # nor its own neighbour in any case
         best = np.argpartition(-cosines, count - 1, axis=1)[:, :count]
         order = np.take_along_axis(cosines, best, axis=1).argsort(axis=1)[:, ::-1]
-        for word, picked in zip(chunk, np.take_along_axis(best, order, axis=1), strict=True):
-            found[word] = [model.vocab[rows[j]] for j in picked]
+        for word, row, picked in zip(chunk, cosines, np.take_along_axis(best, order, axis=1), strict=True):
+            if near := [model.vocab[rows[j]] for j in picked if np.isfinite(row[j])]:
+                found[word] = near
     return found
 
 

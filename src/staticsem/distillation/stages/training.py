@@ -154,9 +154,8 @@ class _Split:
             at = int(self.rng.integers(len(self.families)))
             drawn[at] = len(self.families[at])
         picked = np.unique(np.concatenate([self.families[at] for at in drawn]))
-        rest = self.grouped_batch(self.size - len(picked)) if self.unit is not None else None
-        if rest is None:
-            rest = self.random_rows(self.size - len(picked))
+        left = max(0, self.size - len(picked))  # the last family may overshoot its share
+        rest = self.grouped_batch(left) if self.unit is not None else self.random_rows(left)
         return np.unique(np.concatenate([picked, rest]))
 
     def random_rows(self, count: int) -> np.ndarray:
@@ -178,7 +177,8 @@ class _Split:
         cosines[self.pool_rows[None, :] == seeds[:, None]] = -2.0  # a seed is not its own neighbour
         nearest = np.argpartition(-cosines, self.group_size - 2, axis=1)[:, : self.group_size - 1]
         rows = np.unique(np.concatenate([seeds, self.pool_rows[nearest].ravel()]))
-        return np.unique(np.concatenate([rows, self.random_rows((size or self.size) - len(rows))]))
+        wanted = self.size if size is None else size
+        return np.unique(np.concatenate([rows, self.random_rows(max(0, wanted - len(rows)))]))
 
     def has_dev(self) -> bool:
         """Whether the split holds a dev batch to score (``MIN_DEV`` examples or more)."""
