@@ -61,6 +61,11 @@ import vocabulary_curve as curve
 from _benchmarks import STS_FILES
 
 KD_CHANGES = ("groups", "average", "tau")  # a variant's --kd-* changes
+EDIT_CHANGES: dict[str, tuple[str, typing.Callable[[str], Any]]] = {  # a variant's --edit-* changes
+    "edits": ("sentences", int),
+    "share": ("share", float),
+    "kinds": ("kinds", lambda v: v.replace("/", ",")),
+}
 CLONED = ("vocab", "phrases", "select", "extract", "pieces", "targets")  # records a variant reuses
 SPEED_SENTENCES = 20_000
 
@@ -163,9 +168,7 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
 
 def with_training(settings: Any, options: dict[str, str]) -> Any:
     """``settings`` with a variant's edit and KD changes (see the module)."""
-    edit = {"sentences": int, "share": float, "kinds": lambda v: v.replace("/", ",")}
-    named = {"edits": "sentences", "share": "share", "kinds": "kinds"}
-    edits = {named[k]: edit[named[k]](v) for k, v in options.items() if k in named}
+    edits = {EDIT_CHANGES[k][0]: EDIT_CHANGES[k][1](v) for k, v in options.items() if k in EDIT_CHANGES}
     kd = {{"groups": "group_share"}.get(k, k): float(v) for k, v in options.items() if k in KD_CHANGES}
     return dataclasses.replace(
         settings,

@@ -44,8 +44,8 @@ DEFAULT_SENTENCES = 30_000
 class EditSettings:
     """How many short sentences get edited copies, and which (``--edit-*``)."""
 
-    # on the default English recipe 30,000 families at a quarter of each batch: STS mean 73.85 -> 74.36
-    # (studies/README.md §phrases.py, edits)
+    # on the default English recipe 30,000 families at a quarter of each batch: STS mean 73.85 -> 74.48
+    # (studies/README.md §phrases.py, edited copies)
     sentences: int | None = setting(
         None,
         "Short sentences that each get edited copies (a word dropped, a word swapped for a near one, a "
@@ -94,7 +94,7 @@ def nearest_words(model: StaticModel, words: Sequence[str], count: int, among: i
     """Each of ``words`` (in the model's first ``among`` rows) → its ``count`` nearest words there by
     cosine, nearest first (never itself in another case, a phrase or a word with other than letters)."""
     rows = [i for i, w in enumerate(model.vocab[:among]) if WORD.fullmatch(w)]
-    lowered = np.array([model.vocab[r].lower() for r in rows])
+    lowered = np.unique([model.vocab[r].lower() for r in rows], return_inverse=True)[1]  # a form as an id
     table = np.asarray(model.vectors[rows], np.float32)
     table /= np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
     at = {model.vocab[r]: i for i, r in enumerate(rows)}
