@@ -124,13 +124,22 @@ def _expand_pieces(
     return expanded, np.bincount(owner, weights=sizes, minlength=len(lengths)).astype(np.int64), weights
 
 
-def similarity_loss(student: torch.Tensor, teacher: torch.Tensor, tau: float) -> torch.Tensor:
-    """Cross-entropy between the teacher's and the student's in-batch similarity distributions."""
+def similarity_loss(
+    student: torch.Tensor, teacher: torch.Tensor, tau: float, whole: float = 0.0
+) -> torch.Tensor:
+    """Cross-entropy between the teacher's and the student's in-batch similarity distributions, each row's;
+    ``whole`` > 0 adds, at that weight, the same over all the batch's pairs as one distribution."""
     student, teacher = F.normalize(student, dim=1), F.normalize(teacher, dim=1)
     eye = torch.eye(len(student), dtype=torch.bool, device=student.device)
-    target = torch.softmax((teacher @ teacher.T / tau).masked_fill(eye, float("-inf")), dim=1)
-    log_probs = torch.log_softmax((student @ student.T / tau).masked_fill(eye, float("-inf")), dim=1)
-    return -(target * log_probs.masked_fill(eye, 0.0)).sum(dim=1).mean()
+    scores = (teacher @ teacher.T / tau).masked_fill(eye, float("-inf"))
+    student_scores = (student @ student.T / tau).masked_fill(eye, float("-inf"))
+    target = torch.softmax(scores, dim=1)
+    log_probs = torch.log_softmax(student_scores, dim=1)
+    loss = -(target * log_probs.masked_fill(eye, 0.0)).sum(dim=1).mean()
+    if whole:
+        log_pairs = torch.log_softmax(student_scores.flatten(), dim=0).masked_fill(eye.flatten(), 0.0)
+        loss = loss - whole * (torch.softmax(scores.flatten(), dim=0) * log_pairs).sum()
+    return loss
 
 
 class SentenceTargets(Objective):
@@ -165,12 +174,13 @@ class Distillation(SentenceTargets):
         tau: float,
         center: bool = True,
         families: Sequence[np.ndarray] | None = None,
+        whole: float = 0.0,
     ) -> None:
         if len(targets) != len(sentences):
             raise InputError(f"{len(sentences)} sentences but {len(targets)} teacher embeddings")
         targets = np.asarray(targets, dtype=np.float32)
         super().__init__(model, sentences, targets - targets.mean(axis=0) if center else targets)
-        self.tau, self._families = tau, families
+        self.tau, self._families, self.whole = tau, families, whole
 
     def families(self) -> Sequence[np.ndarray] | None:
         return self._families
@@ -180,7 +190,7 @@ class Distillation(SentenceTargets):
 
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
         targets = self._targets(rows).to(table.device)
-        return similarity_loss(self.bags.pool(table, rows, sparse), targets, self.tau)
+        return similarity_loss(self.bags.pool(table, rows, sparse), targets, self.tau, self.whole)
 
     def batch_losses(self, table: torch.Tensor, batches: Sequence[np.ndarray]) -> list[float]:
         # the sentences of every batch pooled in one call; the in-batch losses on slices of the result
@@ -188,7 +198,7 @@ class Distillation(SentenceTargets):
         ends = np.cumsum([len(rows) for rows in batches])
         targets = [self._targets(rows).to(pooled.device) for rows in batches]
         return [
-            similarity_loss(pooled[end - len(rows) : end], target, self.tau).item()
+            similarity_loss(pooled[end - len(rows) : end], target, self.tau, self.whole).item()
             for rows, end, target in zip(batches, ends, targets, strict=True)
         ]
 
@@ -249,7 +259,11 @@ def train_kd(
     """Fine-tune ``model``'s table so sentence means reproduce the teacher's similarities."""
     return train_table(
         model,
-        [Distillation(model, sentences, targets, settings.tau, settings.center_targets)],
+        [
+            Distillation(
+                model, sentences, targets, settings.tau, settings.center_targets, whole=settings.whole
+            )
+        ],
         settings,
         show_progress,
     )

@@ -50,6 +50,14 @@ class KDSettings:
         "Keep a moving average of the table being distilled (this decay per evaluation, every 40 steps) "
         "instead of the table itself [0: off; 0.95 helps --kd-corpus].",
     )
+    # The whole batch's pairs as one distribution besides each row's own: the per-row loss is blind to how
+    # one sentence's similarities compare with another's, the whole-batch one ranks every pair of the
+    # batch (an edit family's pairs against other sentences' pairs) as the teacher does
+    whole: float = setting(
+        0.0,
+        "Weight of a second distillation loss over all the batch's pairs at once, which ranks pairs of "
+        "different sentences as the teacher does [0: off].",
+    )
 
     def validate(self, flag: str = "--kd-") -> None:
         """Raise ``InputError`` for a setting training cannot run with (``flag``: the options' prefix)."""
@@ -64,5 +72,7 @@ class KDSettings:
                 f"{flag}max-steps and {flag}dev-size take values >= 0, "
                 f"got {self.max_steps} and {self.dev_size}"
             )
+        if not self.whole >= 0:
+            raise InputError(f"{flag}whole takes a weight >= 0, got {self.whole}")
         if not self.lr > 0 or not self.clip > 0:
             raise InputError(f"{flag}lr and {flag}clip must be positive, got {self.lr} and {self.clip}")

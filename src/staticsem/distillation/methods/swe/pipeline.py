@@ -208,7 +208,9 @@ class Pipeline(StepRun):
         if wants_phrases(s):
             objective["phrase_init"] = s.phrase.init
         # a setting added later counts only when used, so keys of runs made without it stay as they were
-        settings = {k: v for k, v in asdict(s.kd).items() if k not in ("average", "family_share") or v}
+        settings = {
+            k: v for k, v in asdict(s.kd).items() if k not in ("average", "family_share", "whole") or v
+        }
         kd = fingerprint({"pca": pca, "kd": settings, **objective})
         keys.update({"pca": pca, "kd": kd})
         if self.aligns():
@@ -415,7 +417,7 @@ class Pipeline(StepRun):
             if "edits" in self.keys:
                 sentences, targets, families = with_edits(self, sentences, targets)
             objectives.append(
-                Distillation(stage2, sentences, targets, s.kd.tau, s.kd.center_targets, families)
+                Distillation(stage2, sentences, targets, s.kd.tau, s.kd.center_targets, families, s.kd.whole)
             )
         if s.objective in ("contrastive", "both"):
             objectives.append(Contrastive(stage2, *read_pairs(s.parallel, s.exclude), s.kd.tau))
