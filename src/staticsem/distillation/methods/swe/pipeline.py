@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from safetensors.numpy import load_file
 
-from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.corpus.languages import needs_subword
 from staticsem.distillation.corpus.parallel import read_pairs
 from staticsem.distillation.corpus.reading import (
@@ -30,16 +29,15 @@ from staticsem.distillation.corpus.sampling import missing_words, select_sentenc
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.alignment import align_step
 from staticsem.distillation.methods.swe.edit_step import edit_step, with_edits
+from staticsem.distillation.methods.swe.keys import step_keys
 from staticsem.distillation.methods.swe.languages import run_languages, vocabulary_shares
-from staticsem.distillation.methods.swe.pairs_step import pairs_key, pairs_step
+from staticsem.distillation.methods.swe.pairs_step import pairs_step
 from staticsem.distillation.methods.swe.phrase_step import (
     phrase_shares,
-    phrases_key,
     phrases_step,
     starting_rows,
     unit_targets,
     units,
-    wants_phrases,
 )
 from staticsem.distillation.methods.swe.rows import (
     piece_states,
@@ -49,8 +47,6 @@ from staticsem.distillation.methods.swe.rows import (
     write_analysis,
 )
 from staticsem.distillation.methods.swe.settings import (
-    SHORT_DEFAULT_MAX,
-    SHORT_PER_CHOSEN,
     ASESettings,
     SWESettings,
     for_teacher,
@@ -62,7 +58,6 @@ from staticsem.distillation.stages.crosslingual import language_sources, merge_r
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Contrastive, Distillation, Objective, train_table
 from staticsem.distillation.steps import StepRun, run_in_frame
-from staticsem.distillation.teachers.backends import backend_key
 from staticsem.distillation.teachers.teacher import teacher_shape
 from staticsem.errors import InputError
 from staticsem.io import load
@@ -133,95 +128,8 @@ class Pipeline(StepRun):
 
     @functools.cached_property
     def keys(self) -> dict[str, str]:
-        """The key of each step: a hash of every setting it depends on."""
-        s = self.settings
-        if self.subruns:
-            keys = {
-                "merge": fingerprint(
-                    {"extract": [(lang, r.keys["extract"]) for lang, r in self.subruns.items()]}
-                )
-            }
-            extract_key = keys["merge"]
-        else:
-            vocab = self.vocabulary_key()
-            taper = {"rare_after": s.rare_after, "rare_n": s.sentences_per_rare_word} if s.tapers() else {}
-            phrases: dict[str, Any] = {}  # keys of runs without phrases stay as they were
-            if wants_phrases(s):
-                phrases = {"phrases": phrases_key(s, vocab), "per_phrase": s.phrase.per_phrase}
-            select = fingerprint(
-                {"vocab": vocab, "n": s.sentences_per_word, "threshold": s.select_threshold, **taper}
-                | phrases
-            )
-            # keys of last-layer, prompt-less torch runs stay as they were
-            extra = {k: v for k, v in (("layer", s.layer), ("prompt", s.prompt)) if v is not None}
-            extract_key = fingerprint(
-                {
-                    "select": select,
-                    "batch": s.batch_size,
-                    **extra,
-                    **backend_key(s.teacher_backend, s.teacher_precision),
-                    **self.token_batching(),
-                }
-            )
-            keys = {"vocab": vocab, "select": select, "extract": extract_key}
-            if phrases:
-                keys["phrases"] = phrases["phrases"]
-        mode = {"phrase_mode": s.phrase.mode} if wants_phrases(s) else {}
-        pca = fingerprint(
-            {"extract": extract_key, "m": s.pca_sentences, "k": s.remove_top, "dim": s.dim, "seed": s.seed}
-            | mode
-        )
-        objective: dict[str, Any] = (
-            {} if s.objective == "kd" else {"objective": s.objective, "pairs": self._pair_prints()}
-        )
-        if s.kd_corpus or s.draws_short():  # keys of runs without KD-only text stay as they were
-            short = s.kd_short or f"{SHORT_PER_CHOSEN}*chosen<={SHORT_DEFAULT_MAX}"
-            keys["targets"] = fingerprint(
-                {
-                    "sources": [p["sha256"] for p in fingerprint_sources(s.kd_corpus)],
-                    **({"short": short, "seed": s.seed} if s.draws_short() else {}),
-                    **({"hand_over": True} if s.hand_over and self.subruns else {}),
-                    "select": keys.get("select", extract_key),
-                    "teacher": s.teacher,
-                    "words": (s.min_words, s.max_words),
-                    "batch": s.batch_size,
-                    "prompt": s.prompt,
-                    **backend_key(s.teacher_backend, s.teacher_precision),
-                    **self.token_batching(),
-                    **({"new_words": s.kd_corpus_words} if s.kd_corpus_words else {}),
-                }
-            )
-            objective["targets"] = keys["targets"]
-            if s.edits():  # the copies' neighbours come from the stage-2 table
-                edits = {**{k: v for k, v in asdict(s.edit).items() if k != "share"}, "sentences": s.edits()}
-                keys["edits"] = fingerprint({"targets": keys["targets"], "pca": pca, **edits})
-                objective["edits"] = {"step": keys["edits"], "share": s.edit.share}
-        if s.learns_pieces():  # the pieces' teacher states, and how a word weighs its pieces
-            states = {
-                "teacher": s.teacher,
-                "layer": s.layer,
-                "prompt": s.prompt,
-                **backend_key(s.teacher_backend, s.teacher_precision),
-            }
-            keys["pieces"] = fingerprint(states)
-            objective["pieces"] = {"states": keys["pieces"], "weight": s.piece_train_weight}
-        if wants_phrases(s):
-            objective["phrase_init"] = s.phrase.init
-        # a setting added later counts only when used, so keys of runs made without it stay as they were
-        settings = {
-            k: v for k, v in asdict(s.kd).items() if k not in ("average", "family_share", "whole") or v
-        }
-        kd = fingerprint({"pca": pca, "kd": settings, **objective})
-        keys.update({"pca": pca, "kd": kd})
-        if self.aligns():
-            last = keys[s.stages[-1]]
-            align = {"last": last, "sentences": s.align_sentences, "seed": s.seed}
-            if s.align_pieces != "mean":  # added later: counts only when used
-                align["pieces"] = s.align_pieces
-            keys["align"] = fingerprint({**align, **({"steps": s.align_steps} if s.align_steps else {})})
-        if s.pairs:
-            keys["pairs"] = pairs_key(s, keys["align"] if self.aligns() else kd)
-        return keys
+        """The key of each step: a hash of every setting it depends on (``keys.step_keys``)."""
+        return step_keys(self)
 
     def token_batching(self) -> dict[str, int]:
         """What the teacher passes' keys gain on a GPU: its token budget (CPU keys stay as they were)."""
@@ -247,7 +155,8 @@ class Pipeline(StepRun):
             and ("pca" in s.stages)
         )
 
-    def _pair_prints(self) -> list[Any]:
+    def pair_prints(self) -> list[Any]:
+        """The hashes of the parallel files (the contrastive objective's part of the keys)."""
         return [p["sha256"] for p in fingerprint_sources(self.settings.parallel)]
 
     def run(self, dtype: str = "float16") -> StaticModel:
