@@ -4,6 +4,7 @@ beside each row's own distribution."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,10 +13,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 from tokenizers import Tokenizer
+from typer.testing import CliRunner
 
 import staticsem
 from fakes import FakeTeacher, tiny_swe, write_corpus
+from staticsem.cli import app
 from staticsem.distillation.methods.swe.pipeline import Pipeline
+from staticsem.distillation.methods.swe.settings import SWESettings
 from staticsem.distillation.stages.kd import Distillation, KDSettings, similarity_loss
 from staticsem.errors import InputError
 
@@ -44,6 +48,17 @@ def by_pairs(student: torch.Tensor, teacher: torch.Tensor) -> torch.Tensor:
     pairs = [(i, j) for i in range(len(s)) for j in range(len(s)) if i != j]
     target = torch.softmax(torch.stack([t[i] @ t[j] for i, j in pairs]) / TAU, dim=0)
     return -(target * torch.log_softmax(torch.stack([s[i] @ s[j] for i, j in pairs]) / TAU, dim=0)).sum()
+
+
+def test_without_whole_the_loss_is_the_formula_of_before_bit_for_bit() -> None:
+    for seed in range(20):
+        student, teacher = pair(seed, 16 + seed)
+        s, t = F.normalize(student, dim=1), F.normalize(teacher, dim=1)  # the loss before --kd-whole
+        eye = torch.eye(len(s), dtype=torch.bool)
+        target = torch.softmax((t @ t.T / TAU).masked_fill(eye, float("-inf")), dim=1)
+        log_probs = torch.log_softmax((s @ s.T / TAU).masked_fill(eye, float("-inf")), dim=1)
+        before = -(target * log_probs.masked_fill(eye, 0.0)).sum(dim=1).mean()
+        assert torch.equal(similarity_loss(student, teacher, TAU), before)
 
 
 def test_without_whole_the_loss_is_each_rows_cross_entropy() -> None:
@@ -87,12 +102,10 @@ def test_training_and_dev_losses_both_carry_the_whole_term(tiny_model: staticsem
     assert plain.batch_losses(table, [rows])[0] < expected.item()
 
 
-def build(folder: Path, tokenizer: Tokenizer, whole: float) -> tuple[staticsem.StaticModel, str]:
+def build(folder: Path, teacher: FakeTeacher, whole: float) -> tuple[staticsem.StaticModel, str]:
     kd = replace(tiny_swe(folder / "corpus.txt").kd, whole=whole)
     settings = tiny_swe(folder / "corpus.txt", fallback="prefix", kd=kd)
-    Pipeline(
-        settings, folder / "model", teacher=FakeTeacher(tokenizer), show_progress=False, save_every=0.0
-    ).run("float32")  # type: ignore[arg-type]
+    Pipeline(settings, folder / "model", teacher=teacher, show_progress=False, save_every=0.0).run("float32")  # type: ignore[arg-type]
     key = json.loads((folder / ".model.work" / "kd.json").read_text())["key"]
     return staticsem.load(folder / "model"), key
 
@@ -101,14 +114,31 @@ def test_kd_whole_reaches_the_build_and_counts_in_its_key_only_when_set(
     tmp_path: Path, subword_tokenizer: Tokenizer
 ) -> None:
     write_corpus(tmp_path / "corpus.txt")
-    plain, key = build(tmp_path, subword_tokenizer, 0.0)
-    whole, whole_key = build(tmp_path, subword_tokenizer, 2.0)
+    plain, key = build(tmp_path, FakeTeacher(subword_tokenizer), 0.0)
+    pca = json.loads((tmp_path / ".model.work" / "pca.json").read_text())
+    teacher = FakeTeacher(subword_tokenizer)
+    whole, whole_key = build(tmp_path, teacher, 2.0)
     assert whole_key != key and not np.allclose(whole.vectors, plain.vectors)
-    again, again_key = build(tmp_path, subword_tokenizer, 0.0)
+    assert teacher.sentences == 0  # only the distillation reran: no teacher pass, the PCA as it was
+    assert json.loads((tmp_path / ".model.work" / "pca.json").read_text()) == pca
+    again, again_key = build(tmp_path, FakeTeacher(subword_tokenizer), 0.0)
     assert again_key == key and np.array_equal(again.vectors, plain.vectors)
 
 
-def test_a_negative_weight_gets_one_line_before_any_work(tmp_path: Path) -> None:
-    kd = KDSettings(whole=-0.5)
-    with pytest.raises(InputError, match="--kd-whole takes a weight >= 0, got -0.5"):
-        tiny_swe(tmp_path / "corpus.txt", kd=kd).validate()
+@pytest.mark.parametrize("weight", [-0.5, float("inf"), float("nan")])
+def test_a_weight_below_0_or_not_finite_gets_one_line_before_any_work(tmp_path: Path, weight: float) -> None:
+    with pytest.raises(InputError, match=f"--kd-whole takes a weight >= 0, got {weight}"):
+        tiny_swe(tmp_path / "corpus.txt", kd=KDSettings(whole=weight)).validate()
+
+
+def test_the_command_line_sets_the_weight_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    write_corpus(tmp_path / "corpus.txt")
+    args = ["distill", "--corpus", str(tmp_path / "corpus.txt"), "--out", str(tmp_path / "m")]
+    result = CliRunner().invoke(app, [*args, "--kd-whole", "-0.5"])
+    assert result.exit_code == 2 and "--kd-whole takes a weight >= 0, got -0.5" in result.output
+    assert not (tmp_path / "m").exists() and not (tmp_path / ".m.work").exists()
+    seen: list[float] = []
+    with pytest.MonkeyPatch.context() as patch:  # the parsed settings, stopped before any work
+        patch.setattr(SWESettings, "validate", lambda self: seen.append(self.kd.whole) or sys.exit(3))
+        assert CliRunner().invoke(app, [*args, "--kd-whole", "1.5"]).exit_code == 3
+    assert seen == [1.5]

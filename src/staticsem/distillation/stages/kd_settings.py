@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from staticsem.distillation.method import setting
@@ -72,7 +73,7 @@ class KDSettings:
                 f"{flag}max-steps and {flag}dev-size take values >= 0, "
                 f"got {self.max_steps} and {self.dev_size}"
             )
-        if not self.whole >= 0:
+        if not (self.whole >= 0 and math.isfinite(self.whole)):
             raise InputError(f"{flag}whole takes a weight >= 0, got {self.whole}")
         if not self.lr > 0 or not self.clip > 0:
             raise InputError(f"{flag}lr and {flag}clip must be positive, got {self.lr} and {self.clip}")

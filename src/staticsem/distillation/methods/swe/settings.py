@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
@@ -329,8 +330,8 @@ class SWESettings(ASESettings):
             if getattr(self, name) is not None and not 0.0 <= getattr(self, name) <= 1.0:
                 flag = "--" + name.replace("_", "-")
                 raise InputError(f"{flag} must be within 0..1, got {getattr(self, name)}")
-        if not self.kd.tau > 0.0:
-            raise InputError(f"--kd-tau must be positive, got {self.kd.tau}")
+        if not (self.kd.tau > 0.0 and math.isfinite(self.kd.tau)):
+            raise InputError(f"--kd-tau must be positive and finite, got {self.kd.tau}")
         if not 0.0 <= self.kd.average < 1.0:
             raise InputError(f"--kd-average must be within 0..1 (1 excluded), got {self.kd.average}")
         if self.kd_corpus_words < 0 or (self.kd_corpus_words and not self.kd_corpus):
