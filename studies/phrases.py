@@ -13,8 +13,8 @@ Rows (``--runs``, separated by ``;``):
   before KD; ``teachers=OTHER``: KD towards two teachers at once, SOURCE's targets and those of the build
   OTHER from another teacher on the same sentences, each unit-length, side by side, so the target cosines
   are the mean of the two teachers'; ``edits=N``, ``share=F``, ``kinds=K/K``: ``--edit-sentences N``,
-  ``--edit-share F``, ``--edit-kinds K,K``; ``groups=F``, ``average=F``, ``tau=F``: those ``--kd-*``
-  settings) and the pipeline itself runs the PCA, the
+  ``--edit-share F``, ``--edit-kinds K,K``; ``groups=F``, ``average=F``, ``tau=F``, ``whole=F``,
+  ``patience=N``: those ``--kd-*`` settings) and the pipeline itself runs the PCA, the
   pieces' rows and KD into ``--models/LABEL``. A variant skips the sentence choice and stage 1, so its
   sentences are SOURCE's: a build asked for fewer phrases chooses a few thousand fewer sentences (said
   beside each row). Its build time is SOURCE's steps to stage 1 plus its own.
@@ -60,7 +60,8 @@ import _benchmarks  # noqa: F401  (benchmarks/ on the path)
 import vocabulary_curve as curve
 from _benchmarks import STS_FILES
 
-KD_CHANGES = ("groups", "average", "tau")  # a variant's --kd-* changes
+KD_CHANGES = {"groups": ("group_share", float), "average": ("average", float), "tau": ("tau", float)}
+KD_CHANGES |= {"whole": ("whole", float), "patience": ("patience", int)}  # a variant's --kd-* changes
 EDIT_CHANGES: dict[str, tuple[str, typing.Callable[[str], Any]]] = {  # a variant's --edit-* changes
     "edits": ("sentences", int),
     "share": ("share", float),
@@ -169,7 +170,7 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
 def with_training(settings: Any, options: dict[str, str]) -> Any:
     """``settings`` with a variant's edit and KD changes (see the module)."""
     edits = {EDIT_CHANGES[k][0]: EDIT_CHANGES[k][1](v) for k, v in options.items() if k in EDIT_CHANGES}
-    kd = {{"groups": "group_share"}.get(k, k): float(v) for k, v in options.items() if k in KD_CHANGES}
+    kd = {KD_CHANGES[k][0]: KD_CHANGES[k][1](v) for k, v in options.items() if k in KD_CHANGES}
     return dataclasses.replace(
         settings,
         edit=dataclasses.replace(settings.edit, **edits),  # type: ignore[arg-type]
