@@ -60,9 +60,15 @@ import _benchmarks  # noqa: F401  (benchmarks/ on the path)
 import vocabulary_curve as curve
 from _benchmarks import STS_FILES
 
-KD_CHANGES = {"groups": ("group_share", float), "average": ("average", float), "tau": ("tau", float)}
-KD_CHANGES |= {"whole": ("whole", float), "patience": ("patience", int)}  # a variant's --kd-* changes
-EDIT_CHANGES: dict[str, tuple[str, typing.Callable[[str], Any]]] = {  # a variant's --edit-* changes
+Changes = dict[str, tuple[str, typing.Callable[[str], Any]]]  # a variant's key -> (field, parser)
+KD_CHANGES: Changes = {  # a variant's --kd-* changes
+    "groups": ("group_share", float),
+    "average": ("average", float),
+    "tau": ("tau", float),
+    "whole": ("whole", float),
+    "patience": ("patience", int),
+}
+EDIT_CHANGES: Changes = {  # a variant's --edit-* changes
     "edits": ("sentences", int),
     "share": ("share", float),
     "kinds": ("kinds", lambda v: v.replace("/", ",")),
@@ -169,12 +175,14 @@ def variant(label: str, spec: str, models: Path) -> dict[str, Any]:
 
 def with_training(settings: Any, options: dict[str, str]) -> Any:
     """``settings`` with a variant's edit and KD changes (see the module)."""
-    edits = {EDIT_CHANGES[k][0]: EDIT_CHANGES[k][1](v) for k, v in options.items() if k in EDIT_CHANGES}
-    kd = {KD_CHANGES[k][0]: KD_CHANGES[k][1](v) for k, v in options.items() if k in KD_CHANGES}
+
+    def parsed(table: Changes) -> dict[str, Any]:
+        return {table[k][0]: table[k][1](v) for k, v in options.items() if k in table}
+
     return dataclasses.replace(
         settings,
-        edit=dataclasses.replace(settings.edit, **edits),  # type: ignore[arg-type]
-        kd=dataclasses.replace(settings.kd, **kd),
+        edit=dataclasses.replace(settings.edit, **parsed(EDIT_CHANGES)),
+        kd=dataclasses.replace(settings.kd, **parsed(KD_CHANGES)),
     )
 
 
