@@ -125,10 +125,15 @@ def _expand_pieces(
 
 
 def similarity_loss(
-    student: torch.Tensor, teacher: torch.Tensor, tau: float, whole: float = 0.0
+    student: torch.Tensor,
+    teacher: torch.Tensor,
+    tau: float,
+    whole: float = 0.0,
+    pairs: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Cross-entropy between the teacher's and the student's in-batch similarity distributions, each row's;
-    ``whole`` > 0 adds, at that weight, the same over all the batch's pairs as one distribution."""
+    ``whole`` > 0 adds, at that weight, the same over all the batch's pairs as one distribution (only over
+    the pairs ``pairs``, a B × B mask, where given; none left: nothing added)."""
     student, teacher = F.normalize(student, dim=1), F.normalize(teacher, dim=1)
     eye = torch.eye(len(student), dtype=torch.bool, device=student.device)
     scores = (teacher @ teacher.T / tau).masked_fill(eye, float("-inf"))
@@ -137,8 +142,15 @@ def similarity_loss(
     log_probs = torch.log_softmax(student_scores, dim=1)
     loss = -(target * log_probs.masked_fill(eye, 0.0)).sum(dim=1).mean()
     if whole:
-        log_pairs = torch.log_softmax(student_scores.flatten(), dim=0).masked_fill(eye.flatten(), 0.0)
-        loss = loss - whole * (torch.softmax(scores.flatten(), dim=0) * log_pairs).sum()
+        left = eye if pairs is None else eye | ~pairs
+        if bool(left.all()):
+            return loss
+        left = left.flatten()
+        student_scores, scores = student_scores.flatten().masked_fill(left, float("-inf")), scores.flatten()
+        log_pairs = torch.log_softmax(student_scores, dim=0).masked_fill(left, 0.0)
+        loss = (
+            loss - whole * (torch.softmax(scores.masked_fill(left, float("-inf")), dim=0) * log_pairs).sum()
+        )
     return loss
 
 
@@ -175,12 +187,19 @@ class Distillation(SentenceTargets):
         center: bool = True,
         families: Sequence[np.ndarray] | None = None,
         whole: float = 0.0,
+        whole_pairs: str = "all",
     ) -> None:
         if len(targets) != len(sentences):
             raise InputError(f"{len(sentences)} sentences but {len(targets)} teacher embeddings")
         targets = np.asarray(targets, dtype=np.float32)
         super().__init__(model, sentences, targets - targets.mean(axis=0) if center else targets)
         self.tau, self._families, self.whole = tau, families, whole
+        # with whole_pairs "families": which sentences belong to an edit family (its pairs are ranked)
+        self.in_family: np.ndarray | None = None
+        if whole_pairs == "families":
+            self.in_family = np.zeros(len(sentences), bool)
+            for family in families or []:
+                self.in_family[family] = True
 
     def families(self) -> Sequence[np.ndarray] | None:
         return self._families
@@ -188,17 +207,27 @@ class Distillation(SentenceTargets):
     def directions(self) -> np.ndarray:
         return F.normalize(self.targets, dim=1).cpu().numpy()
 
+    def pairs(self, rows: np.ndarray, device: torch.device) -> torch.Tensor | None:
+        """The pairs of the batch ``rows`` that the whole-batch loss ranks (``None``: all)."""
+        if self.in_family is None:
+            return None
+        inside = torch.from_numpy(self.in_family[np.asarray(rows)]).to(device)
+        return inside[:, None] | inside[None, :]
+
     def loss(self, table: torch.Tensor, rows: np.ndarray, sparse: bool) -> torch.Tensor:
         targets = self._targets(rows).to(table.device)
-        return similarity_loss(self.bags.pool(table, rows, sparse), targets, self.tau, self.whole)
+        pooled = self.bags.pool(table, rows, sparse)
+        return similarity_loss(pooled, targets, self.tau, self.whole, self.pairs(rows, table.device))
 
     def batch_losses(self, table: torch.Tensor, batches: Sequence[np.ndarray]) -> list[float]:
-        # the sentences of every batch pooled in one call; the in-batch losses on slices of the result
+        # the sentences of every batch pooled in one call; the in-batch losses on slices of the result. The
+        # families' whole-batch term trains only: the dev loss that keeps the table is each row's
         pooled = self.bags.pool(table, np.concatenate(batches), False)
         ends = np.cumsum([len(rows) for rows in batches])
         targets = [self._targets(rows).to(pooled.device) for rows in batches]
+        whole = self.whole if self.in_family is None else 0.0
         return [
-            similarity_loss(pooled[end - len(rows) : end], target, self.tau, self.whole).item()
+            similarity_loss(pooled[end - len(rows) : end], target, self.tau, whole).item()
             for rows, end, target in zip(batches, ends, targets, strict=True)
         ]
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from staticsem.distillation.method import setting
 from staticsem.errors import InputError
 
+WHOLE_PAIRS = ("all", "families")  # the pairs the whole-batch loss ranks
+
 
 @dataclass(frozen=True)
 class KDSettings:
@@ -59,6 +61,14 @@ class KDSettings:
         "Weight of a second distillation loss over all the batch's pairs at once, which ranks pairs of "
         "different sentences as the teacher does [0: off].",
     )
+    # ... over every pair of the batch, or only the pairs that hold a sentence of an edit family (its
+    # copies against each other and against the batch), as a training signal alone: random pairs are
+    # left to each row's loss, and so is the dev loss that keeps the table (studies/README.md §phrases.py)
+    whole_pairs: str = setting(
+        "all",
+        "Which pairs the --kd-whole loss ranks: all the batch's, or families (those holding a sentence of "
+        "an edit family; then it trains only, the kept table is the rows' loss's best) [all].",
+    )
 
     def validate(self, flag: str = "--kd-") -> None:
         """Raise ``InputError`` for a setting training cannot run with (``flag``: the options' prefix)."""
@@ -75,5 +85,7 @@ class KDSettings:
             )
         if not (self.whole >= 0 and math.isfinite(self.whole)):
             raise InputError(f"{flag}whole takes a weight >= 0, got {self.whole}")
+        if self.whole_pairs not in WHOLE_PAIRS:
+            raise InputError(f"{flag}whole-pairs takes {' or '.join(WHOLE_PAIRS)}, got {self.whole_pairs!r}")
         if not self.lr > 0 or not self.clip > 0:
             raise InputError(f"{flag}lr and {flag}clip must be positive, got {self.lr} and {self.clip}")

@@ -89,7 +89,8 @@ def step_keys(pipeline: Any) -> dict[str, str]:
     if wants_phrases(s):
         objective["phrase_init"] = s.phrase.init
     # a setting added later counts only when used, so keys of runs made without it stay as they were
-    settings = {k: v for k, v in asdict(s.kd).items() if k not in ("average", "family_share", "whole") or v}
+    later = {"average": 0.0, "family_share": 0.0, "whole": 0.0, "whole_pairs": "all"}
+    settings = {k: v for k, v in asdict(s.kd).items() if k not in later or v != later[k]}
     kd = fingerprint({"pca": pca, "kd": settings, **objective})
     keys.update({"pca": pca, "kd": kd})
     if pipeline.aligns():

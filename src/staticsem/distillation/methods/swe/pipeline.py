@@ -326,7 +326,16 @@ class Pipeline(StepRun):
             if "edits" in self.keys:
                 sentences, targets, families = with_edits(self, sentences, targets)
             objectives.append(
-                Distillation(stage2, sentences, targets, s.kd.tau, s.kd.center_targets, families, s.kd.whole)
+                Distillation(
+                    stage2,
+                    sentences,
+                    targets,
+                    s.kd.tau,
+                    s.kd.center_targets,
+                    families,
+                    s.kd.whole,
+                    s.kd.whole_pairs,
+                )
             )
         if s.objective in ("contrastive", "both"):
             objectives.append(Contrastive(stage2, *read_pairs(s.parallel, s.exclude), s.kd.tau))
