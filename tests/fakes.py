@@ -374,6 +374,11 @@ def write_multilingual_data(root: Path, languages: tuple[str, ...] = ("de", "fr"
     return root
 
 
+def random_sentences(words: list[str], count: int, rng: np.random.Generator) -> list[str]:
+    """``count`` sentences of 2–5 words drawn from ``words`` (bags for the distillation losses)."""
+    return [" ".join(rng.choice(words, size=rng.integers(2, 6))) for _ in range(count)]
+
+
 def tiny_swe(corpus: Path, **changes: object) -> SWESettings:
     """SWE settings small enough for a fake teacher and a few hundred sentences (``changes`` override)."""
     base = {

@@ -16,7 +16,7 @@ from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 import staticsem
-from fakes import FakeTeacher, tiny_swe, write_corpus
+from fakes import FakeTeacher, random_sentences, tiny_swe, write_corpus
 from staticsem.cli import app
 from staticsem.distillation.methods.swe.pipeline import Pipeline
 from staticsem.distillation.methods.swe.settings import SWESettings
@@ -88,8 +88,7 @@ def test_the_whole_term_ranks_pairs_that_no_row_compares() -> None:
 
 def test_training_and_dev_losses_both_carry_the_whole_term(tiny_model: staticsem.StaticModel) -> None:
     rng = np.random.default_rng(3)
-    words = list(tiny_model.vocab)
-    sentences = [" ".join(rng.choice(words, size=rng.integers(2, 6))) for _ in range(40)]
+    sentences = random_sentences(list(tiny_model.vocab), 40, rng)
     targets = rng.normal(size=(40, 5)).astype(np.float32)
     table = torch.from_numpy(rng.normal(size=tiny_model.vectors.shape).astype(np.float32))
     rows = np.arange(0, 40, 2)

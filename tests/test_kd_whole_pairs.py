@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 from typer.testing import CliRunner
 
 import staticsem
-from fakes import FakeTeacher, tiny_swe, write_corpus
+from fakes import FakeTeacher, random_sentences, tiny_swe, write_corpus
 from staticsem.cli import app
 from staticsem.distillation.corpus.edits import EditSettings
 from staticsem.distillation.methods.swe.pipeline import Pipeline
@@ -81,8 +81,7 @@ def test_distillation_trains_on_the_pairs_holding_a_family_sentence_and_keeps_by
     tiny_model: staticsem.StaticModel,
 ) -> None:
     rng = np.random.default_rng(5)
-    words = list(tiny_model.vocab)
-    sentences = [" ".join(rng.choice(words, size=rng.integers(2, 6))) for _ in range(40)]
+    sentences = random_sentences(list(tiny_model.vocab), 40, rng)
     targets = rng.normal(size=(40, 5)).astype(np.float32)
     table = torch.from_numpy(rng.normal(size=tiny_model.vectors.shape).astype(np.float32))
     families = [np.array([3, 4, 5]), np.array([20, 21])]

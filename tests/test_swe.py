@@ -20,7 +20,7 @@ from safetensors.numpy import load_file
 from tokenizers import Tokenizer
 
 import staticsem
-from fakes import FakeTeacher, tiny_swe, write_corpus
+from fakes import FakeTeacher, random_sentences, tiny_swe, write_corpus
 from staticsem.distillation.checkpoint import fingerprint
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 from staticsem.distillation.methods.swe.settings import SHORT_DEFAULT_MAX, SHORT_PER_CHOSEN
@@ -127,8 +127,9 @@ def test_weight_averaging_changes_only_the_kd_key_and_off_keeps_earlier_keys(
         teacher=teacher,  # type: ignore[arg-type]
     ).keys
     assert [step for step in plain if plain[step] != averaged[step]] == ["kd"]
-    # the settings before averaging (and edit families, and the whole-batch loss)
-    before = {k: v for k, v in asdict(base.kd).items() if k not in ("average", "family_share", "whole")}
+    # the settings before averaging (and edit families, and the whole-batch loss and its pairs)
+    later = ("average", "family_share", "whole", "whole_pairs")
+    before = {k: v for k, v in asdict(base.kd).items() if k not in later}
     assert plain["kd"] == fingerprint({"pca": plain["pca"], "kd": before})
 
 
@@ -303,7 +304,7 @@ def test_weight_averaging_keeps_the_moving_average_of_the_trained_tables(
 ) -> None:
     rng = np.random.default_rng(3)
     words = list(tiny_model.vocab)
-    sentences = [" ".join(rng.choice(words, size=rng.integers(2, 6))) for _ in range(300)]
+    sentences = random_sentences(words, 300, rng)
     targets = staticsem.StaticModel(words, rng.normal(size=(len(words), 8)).astype(np.float32)).encode(
         sentences
     )
