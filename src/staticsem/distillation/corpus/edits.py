@@ -66,10 +66,9 @@ class EditSettings:
             return self.sentences
         return DEFAULT_SENTENCES if short and languages <= 1 else 0
 
-    def validate(self, short: bool = True, languages: int = 1, group_share: float = 0.0) -> int:
+    def validate(self, short: bool = True, languages: int = 1, group_share: float = 0.0) -> None:
         """Raise ``InputError`` for settings that cannot work (in a build that draws ``short`` sentences
-        or not, of ``languages`` languages, with neighbour groups filling ``group_share`` of a batch);
-        else the sentences the build edits."""
+        or not, of ``languages`` languages, with neighbour groups filling ``group_share`` of a batch)."""
         if self.sentences is not None and self.sentences < 0:
             raise InputError(f"--edit-sentences must be 0 or more, got {self.sentences}")
         unknown = [k for k in self.kind_list() if k not in KINDS]
@@ -79,9 +78,8 @@ class EditSettings:
             raise InputError(f"--edit-neighbours must be at least 1, got {self.neighbours}")
         if not 0.0 < self.share < 1.0:
             raise InputError(f"--edit-share must be above 0 and below 1, got {self.share}")
-        count = self.count(short, languages)
-        if not count:
-            return 0
+        if not self.count(short, languages):
+            return
         if not short:
             raise InputError("--edit-sentences edits the short sentences: it needs --kd-short above 0")
         if languages > 1:
@@ -90,7 +88,6 @@ class EditSettings:
             raise InputError(
                 f"--edit-share and --kd-groups fill more than a batch: {self.share} + {group_share}"
             )
-        return count
 
 
 def nearest_words(model: StaticModel, words: Sequence[str], count: int, among: int = SWAP_WORDS) -> dict:

@@ -141,17 +141,15 @@ def similarity_loss(
     target = torch.softmax(scores, dim=1)
     log_probs = torch.log_softmax(student_scores, dim=1)
     loss = -(target * log_probs.masked_fill(eye, 0.0)).sum(dim=1).mean()
-    if whole:
-        left = eye if pairs is None else eye | ~pairs
-        if bool(left.all()):
-            return loss
-        left = left.flatten()
-        student_scores, scores = student_scores.flatten().masked_fill(left, float("-inf")), scores.flatten()
-        log_pairs = torch.log_softmax(student_scores, dim=0).masked_fill(left, 0.0)
-        loss = (
-            loss - whole * (torch.softmax(scores.masked_fill(left, float("-inf")), dim=0) * log_pairs).sum()
-        )
-    return loss
+    if not whole:
+        return loss
+    left = eye if pairs is None else eye | ~pairs  # the pairs the whole-batch term leaves out
+    if pairs is not None and bool(left.all()):
+        return loss
+    left = left.flatten()
+    target_pairs = torch.softmax(scores.flatten().masked_fill(left, float("-inf")), dim=0)
+    log_pairs = torch.log_softmax(student_scores.flatten().masked_fill(left, float("-inf")), dim=0)
+    return loss - whole * (target_pairs * log_pairs.masked_fill(left, 0.0)).sum()
 
 
 class SentenceTargets(Objective):

@@ -318,8 +318,8 @@ class SWESettings(ASESettings):
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
         self.kd.validate()
-        edits = self.edit.validate(self.draws_short(), len(corpus_languages(self)), self.kd.group_share)
-        if self.kd.whole_pairs == "families" and not (self.kd.whole and edits):
+        self.edit.validate(self.draws_short(), len(corpus_languages(self)), self.kd.group_share)
+        if self.kd.whole_pairs == "families" and not (self.kd.whole and self.edits()):
             raise InputError("--kd-whole-pairs families needs --kd-whole above 0 and edit families")
         if not 0.0 <= self.kd.group_share <= 1.0 or self.kd.group_size < 2:
             raise InputError(
