@@ -121,6 +121,25 @@ def test_the_setting_reaches_the_build_and_reruns_only_its_distillation(
     assert again_key == key and np.array_equal(again.vectors, every.vectors)
 
 
+# the KD key of `build`'s settings with --kd-whole 1 in the code before --kd-whole-pairs (2f808c7)
+KD_KEY_BEFORE = "e92bf34e478f8659"
+
+
+def test_all_pairs_keeps_the_kd_key_of_the_code_before_the_option(
+    tmp_path: Path, subword_tokenizer: Tokenizer
+) -> None:
+    write_corpus(tmp_path / "corpus.txt")
+    base = tiny_swe(tmp_path / "corpus.txt", fallback="prefix", kd_short=120, edit=EditSettings(sentences=30))
+    teacher = FakeTeacher(subword_tokenizer)
+
+    def kd_key(pairs: str) -> str:
+        settings = replace(base, kd=replace(base.kd, whole=1.0, whole_pairs=pairs))
+        return Pipeline(settings, tmp_path / "model", teacher=teacher, show_progress=False).keys["kd"]  # type: ignore[arg-type]
+
+    assert kd_key("all") == KD_KEY_BEFORE  # a finished build of before is reused, not redone
+    assert kd_key("families") != KD_KEY_BEFORE
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [

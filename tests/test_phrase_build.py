@@ -333,13 +333,19 @@ def test_listed_phrases_join_the_chosen_ones_and_their_words_the_vocabulary(
     assert "ice cream" in model.phrases
 
 
+@pytest.mark.parametrize("splitter", [None, "words"])  # the language decides, not the splitter alone
 def test_a_language_without_spaces_gets_no_phrases(
-    tmp_path: Path, phrase_tokenizer: Tokenizer, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, phrase_tokenizer: Tokenizer, caplog: pytest.LogCaptureFixture, splitter: str | None
 ) -> None:
     tagged = (f"ja={tmp_path / 'corpus.txt'}",)
     with caplog.at_level(logging.INFO):
         _, model = build(
-            tmp_path, phrase_tokenizer, phrases=5, corpus=tagged, phrase=PhraseSettings(min_count=5)
+            tmp_path,
+            phrase_tokenizer,
+            phrases=5,
+            corpus=tagged,
+            splitter=splitter,
+            phrase=PhraseSettings(min_count=5),
         )
     assert model.phrases == []
     said = [r.getMessage() for r in caplog.records if "without spaces" in r.getMessage()]

@@ -42,9 +42,11 @@ def phrase_shares(settings: Any, shares: dict[str, int]) -> dict[str, int]:
 
 
 def spaced(run: Any) -> bool:
-    """Whether this run's language is written with spaces (phrases are words between spaces)."""
+    """Whether this run's language (a cross-lingual build's, else its corpus's tag) is written with spaces
+    (phrases are words between spaces)."""
     language = getattr(run.settings, "language", None)
-    return run.splitter.name == "words" and not (language and needs_subword([language]))
+    languages = [language] if language else corpus_languages(run.settings)
+    return run.splitter.name == "words" and not (languages and needs_subword(languages))
 
 
 def phrases_step(run: Any) -> dict[str, Any]:
