@@ -19,7 +19,7 @@ from fakes import FakeTeacher, random_sentences, tiny_swe, write_corpus
 from staticsem.cli import app
 from staticsem.distillation.corpus.edits import EditSettings
 from staticsem.distillation.methods.swe.pipeline import Pipeline
-from staticsem.distillation.stages.kd import Distillation, KDSettings, similarity_loss
+from staticsem.distillation.stages.kd import Distillation, KDSettings, similarity_loss, train_kd
 from staticsem.errors import InputError
 
 TAU = 0.05
@@ -170,6 +170,13 @@ def test_families_without_a_whole_loss_or_without_edits_get_one_line(
         kd=KDSettings(whole=1.0, whole_pairs="families"),
         edit=EditSettings(sentences=5),
     ).validate()
+
+
+def test_training_plain_sentences_refuses_families_it_cannot_have() -> None:
+    model = staticsem.StaticModel(["a", "b"], np.eye(2, dtype=np.float32))
+    targets = np.eye(2, dtype=np.float32)
+    with pytest.raises(InputError, match="needs edit families"):
+        train_kd(model, ["a", "b"], targets, KDSettings(whole=1.0, whole_pairs="families"), False)
 
 
 def test_the_command_line_refuses_an_unknown_value_before_any_work(tmp_path: Path) -> None:

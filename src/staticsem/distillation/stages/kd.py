@@ -283,7 +283,14 @@ def train_kd(
     settings: KDSettings = KDSettings(),
     show_progress: bool = True,
 ) -> tuple[StaticModel, dict[str, float | None]]:
-    """Fine-tune ``model``'s table so sentence means reproduce the teacher's similarities."""
+    """Fine-tune ``model``'s table so sentence means reproduce the teacher's similarities.
+
+    :raises InputError: for settings training cannot run with, and for ``whole_pairs="families"``: plain
+        sentences have no edit families (the SWE build makes them).
+    """
+    settings.validate()
+    if settings.whole_pairs != "all":
+        raise InputError("whole_pairs families needs edit families, which only an SWE build makes")
     return train_table(
         model,
         [
