@@ -195,6 +195,8 @@ class Distillation(SentenceTargets):
         # with whole_pairs "families": which sentences belong to an edit family (its pairs are ranked)
         self.in_family: np.ndarray | None = None
         if whole_pairs == "families":
+            if not families:
+                raise InputError("whole_pairs families needs edit families, which only an SWE build makes")
             self.in_family = np.zeros(len(sentences), bool)
             for family in families or []:
                 self.in_family[family] = True
@@ -286,16 +288,20 @@ def train_kd(
     """Fine-tune ``model``'s table so sentence means reproduce the teacher's similarities.
 
     :raises InputError: for settings training cannot run with, and for ``whole_pairs="families"``: plain
-        sentences have no edit families (the SWE build makes them).
+        sentences have no edit families (the SWE build makes them; ``Distillation`` refuses).
     """
     settings.validate()
-    if settings.whole_pairs != "all":
-        raise InputError("whole_pairs families needs edit families, which only an SWE build makes")
     return train_table(
         model,
         [
             Distillation(
-                model, sentences, targets, settings.tau, settings.center_targets, whole=settings.whole
+                model,
+                sentences,
+                targets,
+                settings.tau,
+                settings.center_targets,
+                whole=settings.whole,
+                whole_pairs=settings.whole_pairs,
             )
         ],
         settings,
