@@ -143,7 +143,7 @@ def test_every_setting_still_reaches_its_method_from_the_command_line(
     given, wanted = [], {}
     for option in settings_options(get_method(method).settings):  # every setting at once, off its default
         base = str(getattr(option.kind, "__origin__", option.kind))
-        if option.kind is bool:
+        if option.kind is bool or option.kind == bool | None:  # a switch (None: the settings choose)
             given.append(f"--no-{option.flag}" if option.default else f"--{option.flag}")
             wanted[option.flag] = not option.default
         elif "float" in str(option.kind):

@@ -132,8 +132,10 @@ def test_all_pairs_keeps_the_kd_key_of_the_code_before_the_option(
     base = tiny_swe(tmp_path / "corpus.txt", fallback="prefix", kd_short=120, edit=EditSettings(sentences=30))
     teacher = FakeTeacher(subword_tokenizer)
 
-    def kd_key(pairs: str) -> str:
-        settings = replace(base, kd=replace(base.kd, whole=1.0, whole_pairs=pairs))
+    def kd_key(pairs: str) -> str:  # neighbour groups and patience as then (edits choose others now)
+        settings = replace(
+            base, kd=replace(base.kd, whole=1.0, whole_pairs=pairs, group_share=0.0, patience=5)
+        )
         return Pipeline(settings, tmp_path / "model", teacher=teacher, show_progress=False).keys["kd"]  # type: ignore[arg-type]
 
     assert kd_key("all") == KD_KEY_BEFORE  # a finished build of before is reused, not redone

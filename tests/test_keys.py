@@ -24,14 +24,15 @@ def keys(settings: SWESettings, folder: Path, tokenizer: Tokenizer) -> dict[str,
 @pytest.mark.parametrize(
     ("change", "moved"),
     [
-        ({"dim": 4}, {"pca", "edits", "kd"}),  # the copies' neighbours come from the PCA'd table
-        ({"kd.tau": 0.07}, {"kd"}),
-        ({"kd.whole": 1.0}, {"kd"}),
+        ({"dim": 4}, {"pca", "edits", "kd", "search"}),  # the copies' neighbours come from the PCA'd table
+        ({"kd.tau": 0.07}, {"kd", "search"}),
+        ({"kd.whole": 0.5}, {"kd"}),  # the search rows train as without families: no whole-batch term
+        ({"kd.patience": 3}, {"kd"}),
         ({"edit.share": 0.3}, {"kd"}),  # how the families train, not what they are
         ({"edit.neighbours": 3}, {"edits", "kd"}),
-        ({"kd_short": 50}, {"targets", "edits", "kd"}),
-        ({"sentences_per_word": 20}, {"select", "extract", "pca", "targets", "edits", "kd"}),
-        ({"min_count": 3}, {"vocab", "select", "extract", "pca", "targets", "edits", "kd"}),
+        ({"kd_short": 50}, {"targets", "edits", "kd", "search"}),
+        ({"sentences_per_word": 20}, {"select", "extract", "pca", "targets", "edits", "kd", "search"}),
+        ({"min_count": 3}, {"vocab", "select", "extract", "pca", "targets", "edits", "kd", "search"}),
     ],
 )
 def test_a_setting_moves_its_steps_key_and_those_after_it_only(
@@ -46,5 +47,7 @@ def test_a_setting_moves_its_steps_key_and_those_after_it_only(
     else:
         changed = replace(base, **change)
     before, after = keys(base, tmp_path, subword_tokenizer), keys(changed, tmp_path, subword_tokenizer)
-    assert set(before) == set(after) >= {"vocab", "select", "extract", "pca", "targets", "edits", "kd"}
+    assert (
+        set(before) == set(after) >= {"vocab", "select", "extract", "pca", "targets", "edits", "kd", "search"}
+    )
     assert {step for step in before if before[step] != after[step]} == moved

@@ -139,6 +139,46 @@ def test_modes_encode_with_rows_of_their_own_and_encode_with_the_models(
     assert narrow.encode_query(MODE_TEXTS).shape == (len(MODE_TEXTS), 8)
 
 
+def test_an_int8_row_set_is_saved_as_int8_and_encodes_as_its_float_rows(
+    modes_model: StaticModel, tmp_path: Path
+) -> None:
+    model = searching(modes_model)
+    float_rows = model.row_sets["search"]
+    small = model.with_row_set("search", float_rows.quantized())
+    rows = small.row_sets["search"]
+    assert rows.vectors.dtype == np.int8 and rows.scales is not None
+    assert rows.select(np.array([2, 0])).scales.tolist() == rows.scales[[2, 0]].tolist()  # type: ignore[union-attr]
+    from safetensors.numpy import load_file
+
+    for dtype in ("float16", "int8"):
+        tensors = load_file(str(small.save(tmp_path / dtype, dtype=dtype) / "model.safetensors"))
+        for name in ("rows.search", "rows.search.pieces"):
+            assert tensors[name].dtype == np.int8 and tensors[f"{name}.scales"].dtype == np.float32
+        back = staticsem.load(tmp_path / dtype)
+        np.testing.assert_array_equal(back.row_sets["search"].vectors, rows.vectors)
+        np.testing.assert_allclose(back.row_sets["search"].scales, rows.scales)  # type: ignore[arg-type]
+        np.testing.assert_allclose(back.encode_query(MODE_TEXTS), model.encode_query(MODE_TEXTS), atol=2e-2)
+        np.testing.assert_allclose(back.encode(MODE_TEXTS), model.encode(MODE_TEXTS), atol=2e-2)
+        again = load_file(str(back.save(tmp_path / f"{dtype}-again", dtype=dtype) / "model.safetensors"))
+        np.testing.assert_array_equal(again["rows.search.pieces"], tensors["rows.search.pieces"])
+    float32 = load_file(str(small.save(tmp_path / "f32", dtype="float32") / "model.safetensors"))
+    assert float32["rows.search"].dtype == np.float32 and "rows.search.scales" not in float32
+    cosines = [
+        float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+        for a, b in zip(small.encode_query(MODE_TEXTS), model.encode_query(MODE_TEXTS), strict=True)
+    ]
+    assert min(cosines) > 0.999
+    assert not np.array_equal(small.encode_query(MODE_TEXTS), model.encode(MODE_TEXTS))
+    narrow = small.truncate(8).row_sets["search"]
+    assert narrow.vectors.shape[1] == 8 and narrow.scales is rows.scales
+    with pytest.raises(ModelFormatError, match="int8 rows need one finite scale per row"):
+        model.with_row_set("search", RowSet(rows.vectors, float_rows.pieces))
+    with pytest.raises(ModelFormatError, match="int8 rows need one finite scale per row"):
+        model.with_row_set("search", RowSet(float_rows.vectors, float_rows.pieces, rows.scales))
+    with pytest.raises(ModelFormatError, match="int8 rows need one finite scale per row"):
+        model.with_row_set("search", RowSet(rows.vectors, float_rows.pieces, rows.scales[:-1]))  # type: ignore[index]
+
+
 def test_a_mode_refuses_rows_that_are_missing_or_do_not_fit(modes_model: StaticModel) -> None:
     with pytest.raises(
         ModelFormatError, match="mode 'query' encodes with rows 'search', which the model lacks"

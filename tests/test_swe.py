@@ -129,7 +129,7 @@ def test_weight_averaging_changes_only_the_kd_key_and_off_keeps_earlier_keys(
     assert [step for step in plain if plain[step] != averaged[step]] == ["kd"]
     # the settings before averaging (and edit families, and the whole-batch loss and its pairs)
     later = ("average", "family_share", "whole", "whole_pairs")
-    before = {k: v for k, v in asdict(base.kd).items() if k not in later}
+    before = {k: v for k, v in asdict(base.kd.resolved(False)).items() if k not in later}
     assert plain["kd"] == fingerprint({"pca": plain["pca"], "kd": before})
 
 
@@ -419,9 +419,13 @@ def test_cli_swe_with_a_real_teacher(
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="staticsem"):
         again = CliRunner().invoke(app, args)
-    assert again.exit_code == 0 and caplog.text.count("reusing") == 8  # vocab ... targets, edits, kd
-    assert again.stderr.count("(reused)") == 8  # and its table says so
+    assert again.exit_code == 0 and caplog.text.count("reusing") == 9  # vocab ... edits, kd, search
+    assert again.stderr.count("(reused)") == 9  # and its table says so
     assert model.pieces is not None  # the default learns subword pieces
+    # ... and, having edit families, distils the search modes' rows apart (float32 in a float32 folder)
+    assert model.row_sets["search"].vectors.dtype == np.float32 and "search" in rows
+    assert model.modes["query"].rows == "search"
+    assert model.metadata["settings"]["kd"]["whole_pairs"] == "families"
 
 
 def test_moved_corpus_with_the_same_content_reuses_every_step(

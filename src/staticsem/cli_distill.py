@@ -52,7 +52,8 @@ class Option:
     ) -> inspect.Parameter:
         """The option as a typer parameter (``default``/``help`` replace the field's) in its help panel
         (``core_only``: shown by ``--help`` only if in ``cli_help.CORE``)."""
-        names = f"--{self.flag}/--no-{self.flag}" if self.kind is bool else f"--{self.flag}"
+        switch = self.kind is bool or self.kind == bool | None  # None: unset, the settings choose
+        names = f"--{self.flag}/--no-{self.flag}" if switch else f"--{self.flag}"
         info = cli_help.option(names, self.flag, help or self.help, core_only=core_only)
         return inspect.Parameter(
             self.name,

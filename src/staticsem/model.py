@@ -304,9 +304,7 @@ class StaticModel(WordQueries):
             return self
         parts = self._parts() | {
             "scales": None if self.scales is None else self.scales[keep],
-            "row_sets": {
-                name: RowSet(rows.vectors[keep], rows.pieces) for name, rows in self.row_sets.items()
-            },
+            "row_sets": {name: rows.select(keep) for name, rows in self.row_sets.items()},
         }
         return StaticModel([self.vocab[i] for i in keep], self.vectors[keep], **parts)
 
@@ -314,13 +312,15 @@ class StaticModel(WordQueries):
         """This word-level model with ``pieces`` as its table of subword pieces (in place of any)."""
         return self.replace(tokenizer=pieces.tokenizer, pieces=pieces, ngrams=None, tokens=None)
 
-    def with_rows(self, vectors: np.ndarray | None, pieces: PieceTable | None) -> StaticModel:
-        """This model encoding with ``vectors`` as its word rows (``None``: its own) and ``pieces``, without
-        modes (a mode's variant, ``staticsem.modes.mode_variant``)."""
+    def with_rows(
+        self, vectors: np.ndarray | None, pieces: PieceTable | None, scales: np.ndarray | None = None
+    ) -> StaticModel:
+        """This model encoding with ``vectors`` (int8 ones with ``scales``) as its word rows (``None``: its
+        own) and ``pieces``, without modes (a mode's variant, ``staticsem.modes.mode_variant``)."""
         own = vectors is None
         return self.replace(
             vectors=self.vectors if own else vectors,
-            scales=self.scales if own else None,
+            scales=self.scales if own else scales,
             pieces=pieces,
             modes=None,
             row_sets=None,

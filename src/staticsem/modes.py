@@ -9,7 +9,8 @@ settings under ``modes``, only those a mode changes::
 
 ``piece_weight`` replaces the pieces' weight (``PieceTable.weight``) in that mode. ``rows`` names a set of
 rows of the modes' own (a ``RowSet``: one row per word and per piece, stored beside the model's as
-``rows.NAME`` and ``rows.NAME.pieces``), e.g. rows trained on query→passage pairs
+``rows.NAME`` and ``rows.NAME.pieces``, int8 ones with ``rows.NAME.scales`` and
+``rows.NAME.pieces.scales``), e.g. rows trained on query→passage pairs
 (``staticsem train-pairs``) while ``encode`` keeps the distilled ones for similarity::
 
     "modes": {"query": {"rows": "search", "piece_weight": 0.75}, "document": {"rows": "search", ...}}
@@ -128,16 +129,29 @@ def modes_config(modes: Modes) -> dict[str, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class RowSet:
-    """Rows of the modes' own: ``vectors`` one per word (V × D, float32 or float16), ``pieces`` one per
-    subword piece for models with pieces (else ``None``)."""
+    """Rows of the modes' own: ``vectors`` one per word (V × D, float32, float16, or int8 with ``scales``
+    one per row), ``pieces`` one per subword piece for models with pieces (else ``None``). An int8 set is
+    saved as int8, its pieces too (each with its rows' scales); in memory its pieces stay float."""
 
     vectors: np.ndarray
     pieces: np.ndarray | None = None
+    scales: np.ndarray | None = None
+
+    def quantized(self) -> RowSet:
+        """This set as int8 with one scale per row (its pieces kept float until saved)."""
+        from staticsem.quantize import DType, dequantize, quantize
+
+        vectors, scales = quantize(dequantize(self.vectors, self.scales), DType.INT8)
+        return RowSet(vectors, self.pieces, scales)
+
+    def select(self, keep: np.ndarray) -> RowSet:
+        """The rows of words ``keep`` (pieces unchanged)."""
+        return RowSet(self.vectors[keep], self.pieces, None if self.scales is None else self.scales[keep])
 
     def truncate(self, dim: int) -> RowSet:
-        """The rows keeping the first ``dim`` dimensions."""
+        """The rows keeping the first ``dim`` dimensions (an int8 set keeps its rows' scales)."""
         cut = None if self.pieces is None else np.ascontiguousarray(self.pieces[:, :dim])
-        return RowSet(np.ascontiguousarray(self.vectors[:, :dim]), cut)
+        return RowSet(np.ascontiguousarray(self.vectors[:, :dim]), cut, self.scales)
 
 
 def check_modes(
@@ -170,6 +184,13 @@ def check_modes(
                 raise ModelFormatError(
                     f"row set {name!r}: its {part} have shape {got} (finite), the model needs {want[part]}"
                 )
+        scales = rows.scales
+        if (scales is not None) != (rows.vectors.dtype == np.int8) or (
+            scales is not None and (scales.shape != (len(rows.vectors),) or not np.isfinite(scales).all())
+        ):
+            raise ModelFormatError(
+                f"row set {name!r}: int8 rows need one finite scale per row, and only int8 rows have scales"
+            )
 
 
 def both_modes_with(modes: Modes, **settings: Any) -> dict[str, dict[str, Any]]:
@@ -213,7 +234,9 @@ class _Moded(Protocol):
     @property
     def pieces(self) -> PieceTable | None: ...
 
-    def with_rows(self: Model, vectors: np.ndarray | None, pieces: PieceTable | None) -> Model: ...
+    def with_rows(
+        self: Model, vectors: np.ndarray | None, pieces: PieceTable | None, scales: np.ndarray | None = None
+    ) -> Model: ...
 
 
 Model = TypeVar("Model", bound=_Moded)
@@ -234,4 +257,6 @@ def mode_variant(model: Model, mode: str) -> Model | None:
         pieces = PieceTable(table, pieces.tokenizer, weight)
     elif rows is None:
         return None
-    return model.with_rows(None if rows is None else rows.vectors, pieces)
+    if rows is None:
+        return model.with_rows(None, pieces)
+    return model.with_rows(rows.vectors, pieces, rows.scales)

@@ -8,7 +8,8 @@ buckets, lowercase). SWE models with learned subword pieces add a ``pieces`` ten
 the matrix's dtype, except for int8 models: float16 (one scale per row would cost as much as the int8
 savings, and unknown words are rare). A ``modes`` entry holds the settings of ``encode_query`` and
 ``encode_document`` where they differ from ``encode`` (``staticsem.modes``); rows of the modes' own are
-tensors ``rows.NAME`` (V × D) and ``rows.NAME.pieces``, stored as the pieces are.
+tensors ``rows.NAME`` (V × D) and ``rows.NAME.pieces``, stored as the pieces are, or int8 with
+``rows.NAME.scales`` and ``rows.NAME.pieces.scales`` (one per row) where the set is int8.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from staticsem.ngrams import NgramTable
 from staticsem.phrases import DEFAULT_MODE, MODES
 from staticsem.pieces import KIND as PIECES
 from staticsem.pieces import PieceTable
+from staticsem.quantize import dequantize
 from staticsem.tokens import TokenRules
 
 
@@ -76,8 +78,14 @@ def _phrase_mode(record: object) -> str:
 
 
 def _row_sets(tensors: dict[str, np.ndarray]) -> dict[str, RowSet]:
-    """The ``rows.NAME`` (and ``rows.NAME.pieces``) tensors as row sets by name."""
-    names = [
-        key[len("rows.") :] for key in tensors if key.startswith("rows.") and not key.endswith(".pieces")
-    ]
-    return {name: RowSet(tensors[f"rows.{name}"], tensors.get(f"rows.{name}.pieces")) for name in names}
+    """The ``rows.NAME`` tensors (with ``rows.NAME.pieces``; int8 ones with ``.scales`` of each) as row sets
+    by name; an int8 set's pieces are read back as float16, as the model's own pieces are stored."""
+    names = [key.split(".")[1] for key in tensors if key.startswith("rows.") and key.count(".") == 1]
+    sets = {}
+    for name in names:
+        pieces = tensors.get(f"rows.{name}.pieces")
+        piece_scales = tensors.get(f"rows.{name}.pieces.scales")
+        if pieces is not None and piece_scales is not None:
+            pieces = dequantize(pieces, piece_scales).astype(np.float16)
+        sets[name] = RowSet(tensors[f"rows.{name}"], pieces, tensors.get(f"rows.{name}.scales"))
+    return sets

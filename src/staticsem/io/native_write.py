@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from staticsem.io.atomic import atomic_folder, write_tensors
-from staticsem.modes import modes_config
+from staticsem.modes import RowSet, modes_config
 from staticsem.quantize import DType, Scale, dequantize, parse_dtype, parse_scale, quantize
 from staticsem.version import __version__
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-    from staticsem.modes import ModeSettings, RowSet
+    from staticsem.modes import ModeSettings
     from staticsem.ngrams import NgramTable
     from staticsem.pieces import PieceTable
     from staticsem.text import WordSplitter
@@ -81,9 +81,7 @@ def save(
         if table is not None:
             tensors[name] = quantize(table.vectors, table_dtype)[0]
     for name, rows in model.row_sets.items():
-        tensors[f"rows.{name}"] = quantize(rows.vectors, table_dtype)[0]
-        if rows.pieces is not None:
-            tensors[f"rows.{name}.pieces"] = quantize(rows.pieces, table_dtype)[0]
+        tensors.update(_row_set(f"rows.{name}", rows, dtype))
     config: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -116,3 +114,22 @@ def save(
             model.tokenizer.save(str(tmp / "tokenizer.json"))
         (tmp / "config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
     return path
+
+
+def _row_set(prefix: str, rows: RowSet, dtype: DType) -> dict[str, np.ndarray]:
+    """A row set's tensors: as the pieces are stored (float16, float32 in a float32 folder), or int8 with
+    one scale per row (its pieces too) where the set is int8 and the folder is not float32."""
+    parts = {prefix: (rows.vectors, rows.scales), f"{prefix}.pieces": (rows.pieces, None)}
+    tensors: dict[str, np.ndarray] = {}
+    for name, (array, scales) in parts.items():
+        if array is None:
+            continue
+        if rows.scales is not None and dtype is not DType.FLOAT32:
+            stored, stored_scales = quantize(dequantize(array, scales), DType.INT8)
+            tensors[name] = stored
+            if stored_scales is not None:
+                tensors[f"{name}.scales"] = stored_scales
+        else:
+            table_dtype = DType.FLOAT32 if dtype is DType.FLOAT32 else DType.FLOAT16
+            tensors[name] = quantize(dequantize(array, scales), table_dtype)[0]
+    return tensors

@@ -300,8 +300,8 @@ def train_kd(
                 targets,
                 settings.tau,
                 settings.center_targets,
-                whole=settings.whole,
-                whole_pairs=settings.whole_pairs,
+                whole=settings.whole_weight,
+                whole_pairs=settings.pairs_ranked,
             )
         ],
         settings,

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from staticsem.distillation.method import setting
 from staticsem.errors import InputError
 
 WHOLE_PAIRS = ("all", "families")  # the pairs the whole-batch loss ranks
+# the unset settings of a distillation without edit families: those of the models before 2026-11-30
+PLAIN_TRAINING: dict[str, Any] = {"whole": 0.0, "whole_pairs": "all", "group_share": 0.0, "patience": 5}
+# ... and with them (the one-language default): three seeds of the English recipe, STS mean 74.44 ->
+# 75.11, word similarity 71.83 -> 71.80, classification 81.47 -> 81.10 (studies/README.md §phrases.py)
+FAMILY_TRAINING: dict[str, Any] = {
+    "whole": 1.0,
+    "whole_pairs": "families",
+    "group_share": 0.5,
+    "patience": 10,
+}
 
 
 @dataclass(frozen=True)
@@ -22,7 +33,9 @@ class KDSettings:
     batch_size: int = setting(128, "Sentences per training batch.")
     clip: float = setting(5.0, "Gradient-norm clip.")
     eval_every: int = setting(40, "Steps between dev-loss evaluations.")
-    patience: int = setting(5, "Stop after this many evaluations without improvement.")
+    patience: int | None = setting(
+        None, "Stop after this many evaluations without improvement [default: 10 with edit families, else 5]."
+    )
     max_steps: int = setting(30_000, "Cap on distillation steps.")
     dev_size: int = setting(10_000, "Held-out sentences for the dev loss (at most a tenth).")
     seed: int = setting(0, "Set from the run's seed.", hidden=True)
@@ -35,10 +48,11 @@ class KDSettings:
     # Neighbour groups: this share of every batch is made of ``group_size``-sentence groups, a random seed
     # and its nearest teacher neighbours among ``group_pool`` random training sentences (hard negatives:
     # the fine distinctions STS pairs test); 0 keeps plain random batches
-    group_share: float = setting(
-        0.0,
+    group_share: float | None = setting(
+        None,
         "Share of each distillation batch made of neighbour groups (a random sentence and its 7 nearest "
-        "by teacher embedding: hard negatives) [0: random batches; 1 helps --kd-corpus].",
+        "by teacher embedding: hard negatives) [default: 0.5 with edit families, else 0: random batches; "
+        "1 helps --kd-corpus].",
         option="groups",
     )
     group_size: int = setting(8, "Sentences per neighbour group.")
@@ -56,36 +70,64 @@ class KDSettings:
     # The whole batch's pairs as one distribution besides each row's own: the per-row loss is blind to how
     # one sentence's similarities compare with another's, the whole-batch one ranks every pair of the
     # batch (an edit family's pairs against other sentences' pairs) as the teacher does
-    whole: float = setting(
-        0.0,
+    whole: float | None = setting(
+        None,
         "Weight of a second distillation loss over all the batch's pairs at once, which ranks pairs of "
-        "different sentences as the teacher does [0: off].",
+        "different sentences as the teacher does [default: 1 with edit families, else 0: off].",
     )
     # ... over every pair of the batch, or only the pairs that hold a sentence of an edit family (its
     # copies against each other and against the batch), as a training signal alone: random pairs are
     # left to each row's loss, and so is the dev loss that keeps the table (studies/README.md §phrases.py)
-    whole_pairs: str = setting(
-        "all",
+    whole_pairs: str | None = setting(
+        None,
         "Which pairs the --kd-whole loss ranks: all the batch's, or families (those holding a sentence of "
-        "an edit family; then it trains only, the kept table is the rows' loss's best) [all].",
+        "an edit family; then it trains only, the kept table is the rows' loss's best) [default: families "
+        "with edit families, else all].",
     )
 
+    def resolved(self, families: bool) -> KDSettings:
+        """These settings with those left unset chosen for a distillation with edit ``families`` or without
+        (``FAMILY_TRAINING`` / ``PLAIN_TRAINING``); set ones kept."""
+        chosen = FAMILY_TRAINING if families else PLAIN_TRAINING
+        return replace(self, **{k: v for k, v in chosen.items() if getattr(self, k) is None})
+
+    # the settings as training reads them: unset ones as without edit families
+    @property
+    def whole_weight(self) -> float:
+        return float(PLAIN_TRAINING["whole"] if self.whole is None else self.whole)
+
+    @property
+    def pairs_ranked(self) -> str:
+        return str(PLAIN_TRAINING["whole_pairs"] if self.whole_pairs is None else self.whole_pairs)
+
+    @property
+    def groups(self) -> float:
+        return float(PLAIN_TRAINING["group_share"] if self.group_share is None else self.group_share)
+
+    @property
+    def stale_limit(self) -> int:
+        return int(PLAIN_TRAINING["patience"] if self.patience is None else self.patience)
+
     def validate(self, flag: str = "--kd-") -> None:
-        """Raise ``InputError`` for a setting training cannot run with (``flag``: the options' prefix)."""
+        """Raise ``InputError`` for a setting training cannot run with (``flag``: the options' prefix); unset
+        settings count as they are without edit families."""
         if self.batch_size < 2:
             raise InputError(f"{flag}batch-size must be at least 2 (in-batch losses), got {self.batch_size}")
-        for name in ("eval_every", "patience", "group_pool"):
-            if getattr(self, name) < 1:
-                option = flag + name.replace("_", "-")
-                raise InputError(f"{option} must be at least 1, got {getattr(self, name)}")
+        for name, value in (
+            ("eval-every", self.eval_every),
+            ("patience", self.stale_limit),
+            ("group-pool", self.group_pool),
+        ):
+            if value < 1:
+                raise InputError(f"{flag}{name} must be at least 1, got {value}")
         if self.max_steps < 0 or self.dev_size < 0:
             raise InputError(
                 f"{flag}max-steps and {flag}dev-size take values >= 0, "
                 f"got {self.max_steps} and {self.dev_size}"
             )
-        if not (self.whole >= 0 and math.isfinite(self.whole)):
-            raise InputError(f"{flag}whole takes a weight >= 0, got {self.whole}")
-        if self.whole_pairs not in WHOLE_PAIRS:
+        if not (self.whole_weight >= 0 and math.isfinite(self.whole_weight)):
+            raise InputError(f"{flag}whole takes a weight >= 0, got {self.whole_weight}")
+        if self.pairs_ranked not in WHOLE_PAIRS:
             raise InputError(f"{flag}whole-pairs takes {' or '.join(WHOLE_PAIRS)}, got {self.whole_pairs!r}")
         if not self.lr > 0 or not self.clip > 0:
             raise InputError(f"{flag}lr and {flag}clip must be positive, got {self.lr} and {self.clip}")

@@ -284,12 +284,16 @@ def train_pairs(
     return trained, record
 
 
-def with_search_rows(model: StaticModel, trained: StaticModel, name: str = "search") -> StaticModel:
-    """``model`` with ``trained``'s rows as the query and document modes' own (``encode`` unchanged; each
-    mode keeps its other settings; a model with pieces and no mode weight for them, such as one distilled
-    before the modes or imported, gets the search modes' default ``SEARCH_PIECE_WEIGHT``)."""
+def with_search_rows(
+    model: StaticModel, trained: StaticModel, name: str = "search", int8: bool = False
+) -> StaticModel:
+    """``model`` with ``trained``'s rows (``int8``: quantised, one scale per row) as the query and document
+    modes' own (``encode`` unchanged; each mode keeps its other settings; a model with pieces and no mode
+    weight for them, such as one distilled before the modes or imported, gets the search modes' default
+    ``SEARCH_PIECE_WEIGHT``)."""
     pieces = None if trained.pieces is None else np.asarray(trained.pieces.vectors, np.float32)
     rows = RowSet(np.asarray(trained.vectors, np.float32), pieces)
+    rows = rows.quantized() if int8 else rows
     modes = both_modes_with(model.modes, rows=name)
     if pieces is not None:
         modes = {mode: {"piece_weight": SEARCH_PIECE_WEIGHT, **config} for mode, config in modes.items()}

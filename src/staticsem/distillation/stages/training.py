@@ -127,7 +127,7 @@ class _Split:
         self.objective, self.dev, self.train = objective, usable[:dev_size], usable[dev_size:]
         self.rng, self.size, self.order, self.at = rng, settings.batch_size, np.empty(0, np.int64), 0
         self.group_size, self.pool = settings.group_size, min(settings.group_pool, len(self.train))
-        self.groups = int(settings.group_share * settings.batch_size) // max(1, settings.group_size)
+        self.groups = int(settings.groups * settings.batch_size) // max(1, settings.group_size)
         self.unit = objective.directions() if self.groups and settings.group_size > 1 else None
         self.pool_age, self.pool_rows, self.pool_unit = 0, np.empty(0, np.int64), np.empty((0, 0), np.float32)
         self.families = self._train_families(objective) if settings.family_share > 0 else []
@@ -349,7 +349,7 @@ def train_table(
         disable=not show_progress,
         mininterval=2,
     )
-    while run.step < settings.max_steps and run.stale < settings.patience:
+    while run.step < settings.max_steps and run.stale < settings.stale_limit:
         run.optimiser.zero_grad()
         loss = sum(
             s.objective.weight * s.objective.loss(run.table, s.next_batch(), settings.lazy) for s in splits

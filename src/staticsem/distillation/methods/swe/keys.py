@@ -4,7 +4,7 @@ used, so the keys of builds made without it stay as they were."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from staticsem.distillation.checkpoint import fingerprint
@@ -12,6 +12,7 @@ from staticsem.distillation.corpus.reading import fingerprint_sources
 from staticsem.distillation.methods.swe.pairs_step import pairs_key
 from staticsem.distillation.methods.swe.phrase_step import phrases_key, wants_phrases
 from staticsem.distillation.methods.swe.settings import SHORT_DEFAULT_MAX, SHORT_PER_CHOSEN
+from staticsem.distillation.stages.kd_settings import PLAIN_TRAINING
 from staticsem.distillation.teachers.backends import backend_key
 
 
@@ -90,9 +91,16 @@ def step_keys(pipeline: Any) -> dict[str, str]:
         objective["phrase_init"] = s.phrase.init
     # a setting added later counts only when used, so keys of runs made without it stay as they were
     later = {"average": 0.0, "family_share": 0.0, "whole": 0.0, "whole_pairs": "all"}
-    settings = {k: v for k, v in asdict(s.kd).items() if k not in later or v != later[k]}
-    kd = fingerprint({"pca": pca, "kd": settings, **objective})
+
+    def training(kd: Any, objective: dict[str, Any]) -> str:
+        settings = {k: v for k, v in asdict(kd).items() if k not in later or v != later[k]}
+        return fingerprint({"pca": pca, "kd": settings, **objective})
+
+    kd = training(s.kd, objective)
     keys.update({"pca": pca, "kd": kd})
+    if s.search_rows:  # the key a build without edit families gives its distillation
+        plain = {k: v for k, v in objective.items() if k != "edits"}
+        keys["search"] = training(replace(s.kd, **PLAIN_TRAINING), plain)
     if pipeline.aligns():
         last = keys[s.stages[-1]]
         align = {"last": last, "sentences": s.align_sentences, "seed": s.seed}

@@ -22,9 +22,7 @@ from safetensors.numpy import load_file
 
 from staticsem.distillation.corpus.languages import needs_subword
 from staticsem.distillation.corpus.parallel import read_pairs
-from staticsem.distillation.corpus.reading import (
-    fingerprint_sources,
-)
+from staticsem.distillation.corpus.reading import fingerprint_sources
 from staticsem.distillation.corpus.sampling import missing_words, select_sentences, select_stored
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.alignment import align_step
@@ -46,6 +44,7 @@ from staticsem.distillation.methods.swe.rows import (
     with_words,
     write_analysis,
 )
+from staticsem.distillation.methods.swe.search_step import SEARCH_FOLDER, search_step, with_training
 from staticsem.distillation.methods.swe.settings import (
     ASESettings,
     SWESettings,
@@ -57,6 +56,7 @@ from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
 from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Contrastive, Distillation, Objective, train_table
+from staticsem.distillation.stages.pairs import with_search_rows
 from staticsem.distillation.steps import StepRun, run_in_frame
 from staticsem.distillation.teachers.teacher import teacher_shape
 from staticsem.errors import InputError
@@ -94,7 +94,8 @@ class Pipeline(StepRun):
             )
             settings = for_teacher(settings, *shape)
         chosen = settings.splitter is not None
-        settings = with_splitter(settings)
+        self.asked_kd = settings.kd  # as given: a build whose edits made no families trains without them
+        settings = with_training(with_splitter(settings))
         super().__init__(settings, out, **options)
         self.method = method
         self.keep_analysis = settings.keep_analysis if keep_analysis is None else keep_analysis
@@ -118,6 +119,7 @@ class Pipeline(StepRun):
                     kd_corpus_words=0,
                     phrases=phrases.get(language, 0),
                     phrases_from=settings.phrases_from if language in phrases else None,
+                    search_rows=None,
                 ),
                 out,
                 method=method,
@@ -169,12 +171,15 @@ class Pipeline(StepRun):
         for step in ("pieces", "targets", "edits"):  # what the training step uses, just before it
             if step in self.keys:
                 later = (*later[:-1], step, later[-1])
+        later = (*later, "search") if "search" in self.keys else later
         last = tuple(step for step in ("align", "pairs") if step in self.keys)
         self.run_steps((*first, *later, *last), self.keys)
         final = last[-1] if last else self.settings.stages[-1]
         model = self._load(STAGE_FOLDERS[final])
         if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
             model = with_search_modes(model, self.settings.piece_weight, self.settings.search_piece_weight)
+        if "search" in self.keys:
+            model = with_search_rows(model, self._load(SEARCH_FOLDER), int8=True)
         model.metadata = self._metadata()
         model.save(self.out, dtype=dtype)
         self._write_analysis()
@@ -311,39 +316,49 @@ class Pipeline(StepRun):
         runs = {language: (run.work.folder, run.records) for language, run in self.subruns.items()}
         return merge_runs(runs, self.work.folder, self.method, self.splitter.name)
 
+    def kd_start(self) -> StaticModel:
+        """The table distillation starts from: stage 2 with the KD-only words and the pieces' rows."""
+        return self._with_pieces(self._with_kd_words(starting_rows(self._load("stage2"), self.settings)))
+
+    def kd_targets(self) -> tuple[list[str], np.ndarray]:
+        """The distillation's sentences and their teacher embeddings: stage 1's chosen, then the targets
+        step's (KD-only text, short sentences)."""
+        targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
+        sentences = self.chosen["sentences"]
+        if "targets" in self.keys:
+            more = load_file(str(self.work.folder / "targets.safetensors"))["embeddings"]
+            targets = np.concatenate([targets, more])
+            sentences = [*sentences, *self.records["targets"]["sentences"]]
+        return sentences, targets
+
     def _kd(self) -> dict[str, Any]:
-        stage2 = self._with_pieces(self._with_kd_words(starting_rows(self._load("stage2"), self.settings)))
-        s = self.settings
+        stage2, s, kd = self.kd_start(), self.settings, self.settings.kd
         objectives: list[Objective] = []
         if s.objective in ("kd", "both"):
-            targets = load_file(str(self.work.folder / "stage1.safetensors"))["embeddings"]
-            sentences = self.chosen["sentences"]
-            if "targets" in self.keys:
-                more = load_file(str(self.work.folder / "targets.safetensors"))["embeddings"]
-                targets = np.concatenate([targets, more])
-                sentences = [*sentences, *self.records["targets"]["sentences"]]
+            sentences, targets = self.kd_targets()
             families = None
             if "edits" in self.keys:
                 sentences, targets, families = with_edits(self, sentences, targets)
+                kd = kd if families else self.asked_kd.resolved(False)  # none made: train without
             objectives.append(
                 Distillation(
                     stage2,
                     sentences,
                     targets,
-                    s.kd.tau,
-                    s.kd.center_targets,
+                    kd.tau,
+                    kd.center_targets,
                     families,
-                    s.kd.whole,
-                    s.kd.whole_pairs,
+                    kd.whole_weight,
+                    kd.pairs_ranked,
                 )
             )
         if s.objective in ("contrastive", "both"):
-            objectives.append(Contrastive(stage2, *read_pairs(s.parallel, s.exclude), s.kd.tau))
+            objectives.append(Contrastive(stage2, *read_pairs(s.parallel, s.exclude), kd.tau))
         key = self.keys["kd"]  # a stopped run resumes from its last evaluation; another key starts over
         trained, stats = train_table(
             stage2,
             objectives,
-            replace(s.kd, seed=s.seed, family_share=s.edit.share if "edits" in self.keys else 0.0),
+            replace(kd, seed=s.seed, family_share=s.edit.share if "edits" in self.keys else 0.0),
             self.progress,
             checkpoint=self.work.folder / "kd.partial.safetensors",
             key=key,
@@ -352,6 +367,9 @@ class Pipeline(StepRun):
         )
         trained.save(self.work.folder / "stage3", dtype="float32")
         return {"objective": s.objective, **stats}
+
+    def _search(self) -> dict[str, Any]:
+        return search_step(self)
 
     def _align(self) -> dict[str, Any]:
         source = self.work.folder / STAGE_FOLDERS[self.settings.stages[-1]]

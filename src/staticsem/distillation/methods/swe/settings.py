@@ -14,6 +14,7 @@ from staticsem.distillation.corpus.phrase_choice import PhraseSettings, read_phr
 from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
 from staticsem.distillation.corpus.sampling import check_splitter, word_targets
 from staticsem.distillation.method import setting
+from staticsem.distillation.methods.swe.search_step import check_search_rows
 from staticsem.distillation.stages.crosslingual import corpus_languages, language_sources
 from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.stages.pairs_settings import PairsSettings
@@ -245,6 +246,14 @@ class SWESettings(ASESettings):
         "The pieces' weight of encode_query and encode_document (the search modes; encode keeps "
         "--piece-weight); the models before 2026-11-27 had no modes.",
     )
+    # a second table for the search modes, distilled without edit families (methods/swe/search_step.py):
+    # three seeds, SciFact nDCG@10 with the search modes 53.42 -> 54.28, encode unchanged
+    search_rows: bool | None = setting(
+        None,
+        "Distil a second table for encode_query and encode_document as a build without edit families "
+        "does, kept int8 beside the model's (retrieval keeps what the edits cost it) [default: on where "
+        "the build has edit families and no --pairs].",
+    )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
     # several languages: each mapped onto the teacher's shared space and the maps baked into the rows
     # (staticsem.distillation.stages.align; 30 s); the 12-language build, STS-B dev of 7 languages:
@@ -318,13 +327,14 @@ class SWESettings(ASESettings):
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
         self.kd.validate()
-        self.edit.validate(self.draws_short(), len(corpus_languages(self)), self.kd.group_share)
-        if self.kd.whole_pairs == "families" and not (self.kd.whole and self.edits()):
+        self.edit.validate(self.draws_short(), len(corpus_languages(self)), self.kd.groups)
+        if self.kd.pairs_ranked == "families" and not (self.kd.whole_weight and self.edits()):
             raise InputError("--kd-whole-pairs families needs --kd-whole above 0 and edit families")
-        if not 0.0 <= self.kd.group_share <= 1.0 or self.kd.group_size < 2:
+        check_search_rows(self)
+        if not 0.0 <= self.kd.groups <= 1.0 or self.kd.group_size < 2:
             raise InputError(
                 f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
-                f"{self.kd.group_share} and {self.kd.group_size}"
+                f"{self.kd.groups} and {self.kd.group_size}"
             )
         if self.fallback not in FALLBACKS:
             raise InputError(f"fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}")
