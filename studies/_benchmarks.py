@@ -23,7 +23,10 @@ def parse_run(spec: str, extra: dict[str, Any]) -> dict[str, Any]:
     of ``extra`` (name → type); an unknown name stops the study."""
     from staticsem.distillation.stages.kd_settings import KDSettings
 
-    types: dict[str, Any] = {f.name: type(getattr(KDSettings(), f.name)) for f in fields(KDSettings)}
+    # a setting unset by default (None: the build chooses) takes the type of its value without families
+    types: dict[str, Any] = {
+        f.name: type(getattr(KDSettings().resolved(False), f.name)) for f in fields(KDSettings)
+    }
     types.update(extra)
     options: dict[str, Any] = {}
     for part in (p for p in spec.split("+") if p != "default"):

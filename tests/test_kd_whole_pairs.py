@@ -147,7 +147,7 @@ def test_all_pairs_keeps_the_kd_key_of_the_code_before_the_option(
     [
         ({"kd": KDSettings(whole_pairs="some")}, "--kd-whole-pairs takes all or families, got 'some'"),
         (
-            {"kd": KDSettings(whole_pairs="families"), "edit": EditSettings(sentences=5)},
+            {"kd": KDSettings(whole=0.0, whole_pairs="families"), "edit": EditSettings(sentences=5)},
             "needs --kd-whole above 0",
         ),
         (

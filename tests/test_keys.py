@@ -26,6 +26,7 @@ def keys(settings: SWESettings, folder: Path, tokenizer: Tokenizer) -> dict[str,
     [
         ({"dim": 4}, {"pca", "edits", "kd", "search"}),  # the copies' neighbours come from the PCA'd table
         ({"kd.tau": 0.07}, {"kd", "search"}),
+        ({"kd.lr": 0.002}, {"kd", "search"}),
         ({"kd.whole": 0.5}, {"kd"}),  # the search rows train as without families: no whole-batch term
         ({"kd.patience": 3}, {"kd"}),
         ({"edit.share": 0.3}, {"kd"}),  # how the families train, not what they are

@@ -186,6 +186,10 @@ def test_a_mode_refuses_rows_that_are_missing_or_do_not_fit(modes_model: StaticM
         modes_model.with_modes(query={"rows": "search"})
     with pytest.raises(ModelFormatError, match="a mode's rows must be a name"):
         modes_model.with_modes(query={"rows": "a.b"})
+    with pytest.raises(ModelFormatError, match="a row set's name must be letters, digits, _ or -, got 'a.b'"):
+        modes_model.with_row_set(
+            "a.b", RowSet(modes_model.vectors.astype(np.float32), modes_model.pieces.vectors)
+        )  # type: ignore[union-attr]
     assert modes_model.pieces is not None
     short = RowSet(modes_model.vectors[:-1].astype(np.float32), modes_model.pieces.vectors)
     with pytest.raises(ModelFormatError, match=r"row set 'search': its rows have shape \(\d+, \d+\)"):

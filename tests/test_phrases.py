@@ -203,6 +203,18 @@ def test_without_phrases_keeps_every_word_row_and_its_vector() -> None:
     assert words.phrases == [] and model.without_phrases().encode("zzz").shape == (8,)
 
 
+def test_without_phrases_keeps_an_int8_row_set_matched_to_its_words() -> None:
+    from staticsem.modes import RowSet
+
+    model = phrase_model("add")
+    rows = RowSet(np.random.default_rng(5).normal(size=model.vectors.shape).astype(np.float32)).quantized()
+    words = model.with_row_set("search", rows).with_modes(query={"rows": "search"}).without_phrases()
+    kept = words.row_sets["search"]
+    assert kept.scales is not None and rows.scales is not None
+    np.testing.assert_array_equal(kept.vectors, rows.vectors[: len(WORDS)])
+    np.testing.assert_array_equal(kept.scales, rows.scales[: len(WORDS)])
+
+
 def test_info_counts_the_phrases_and_says_how_they_count(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 

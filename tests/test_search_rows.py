@@ -105,7 +105,10 @@ def test_set_settings_are_kept_and_unset_ones_follow_the_families() -> None:
     assert KDSettings().resolved(True) == KDSettings(**FAMILY_TRAINING)
     assert KDSettings().resolved(False) == KDSettings(**PLAIN_TRAINING)
     asked = KDSettings(whole=0.0, patience=3)
-    assert asked.resolved(True) == KDSettings(**{**FAMILY_TRAINING, "whole": 0.0, "patience": 3})
+    # the whole-batch loss turned off leaves no pairs of families to rank
+    assert asked.resolved(True) == KDSettings(
+        **{**FAMILY_TRAINING, "whole": 0.0, "patience": 3, "whole_pairs": "all"}
+    )
     unset = KDSettings()  # training without the pipeline reads unset settings as without families
     assert (unset.whole_weight, unset.pairs_ranked, unset.groups, unset.stale_limit) == tuple(
         PLAIN_TRAINING.values()
@@ -122,6 +125,8 @@ def test_set_settings_are_kept_and_unset_ones_follow_the_families() -> None:
         ({"edit": EditSettings(), "kd_short": 0}, False),  # no short sentences: no edits
         ({"edit": EditSettings(sentences=5), "pairs": ("p.tsv",)}, False),
         ({"edit": EditSettings(), "corpus": ("en=a.txt", "de=b.txt")}, False),
+        ({"edit": EditSettings(sentences=5), "objective": "both", "parallel": ("p.tsv",)}, False),
+        ({"edit": EditSettings(sentences=5), "stages": ("extract", "pca")}, False),
     ],
 )
 def test_search_rows_come_by_default_with_edit_families_alone(changes: dict, search: bool) -> None:
@@ -162,7 +167,15 @@ def test_edits_that_make_no_family_train_as_a_build_without_them(
     (tmp_path / "corpus.txt").write_text("\n".join(f"{line}." for line in lines) + "\n", encoding="utf-8")
     pipeline = build(tmp_path / "model", FakeTeacher(subword_tokenizer), edit=EditSettings(kinds="negate"))
     assert pipeline.records["edits"]["edited"] == 0 and pipeline.settings.kd.pairs_ranked == "families"
-    assert pipeline.records["kd"]["steps"] > 0
+    plain = build(tmp_path / "plain", FakeTeacher(subword_tokenizer), edit=EditSettings(sentences=0))
+    trained, without = (load(p.work.folder / "stage3").vectors for p in (pipeline, plain))
+    np.testing.assert_array_equal(trained, without)  # the same table as a build without edits
+    # ... and no second copy of it for the search modes (one that was asked for is made)
+    assert "search" not in pipeline.records and not staticsem.load(pipeline.out).row_sets
+    asked = build(
+        tmp_path / "asked", FakeTeacher(subword_tokenizer), edit=EditSettings(sentences=0), search_rows=True
+    )
+    assert "search" in asked.records and set(staticsem.load(asked.out).row_sets) == {"search"}
 
 
 def test_the_command_line_has_the_switch_and_refuses_a_bad_pair_before_any_work(
@@ -189,3 +202,39 @@ def test_unset_settings_check_as_without_families() -> None:
     with pytest.raises(InputError, match="--kd-patience must be at least 1, got 0"):
         replace(KDSettings(), patience=0).validate()
     KDSettings().validate()
+
+
+def test_the_defaults_of_a_build_with_families_pass_its_checks_and_opt_outs_too(tmp_path: Path) -> None:
+    corpus, pairs = write_corpus(tmp_path / "corpus.txt"), tmp_path / "pairs.tsv"
+    pairs.write_text("a man plays\ta person plays\n" * 20, encoding="utf-8")
+    edits = {"kd_short": 120, "edit": EditSettings(sentences=5)}
+    kd = tiny_swe(corpus).kd
+    for changes in (
+        {},
+        {"kd": replace(kd, whole=0.0)},  # the whole-batch loss off alone: no pairs of families to rank
+        {"kd": replace(kd, whole=0.0, group_share=0.0, patience=5)},  # the distillation of before
+        {"kd": replace(kd, whole_pairs="families")},  # the default, given
+        {"objective": "both", "parallel": (str(pairs),)},
+    ):
+        settings = tiny_swe(corpus, **edits, **changes)
+        settings.validate()  # what the command line checks first
+        resolved = with_training(settings)
+        resolved.validate()  # and the build again, with the defaults chosen
+        assert resolved.kd.pairs_ranked == ("all" if resolved.kd.whole_weight == 0 else "families")
+    assert KDSettings(whole=0.0).resolved(True).whole_pairs == "all"
+    with pytest.raises(InputError, match="--edit-share and --kd-groups fill more than a batch"):
+        tiny_swe(corpus, **{**edits, "edit": EditSettings(sentences=5, share=0.6)}).validate()
+
+
+def test_a_study_run_names_the_settings_unset_by_default() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "studies"))
+    from _benchmarks import parse_run
+
+    assert parse_run("patience=10+group_share=1.0+whole=0.5+whole_pairs=families", {}) == {
+        "patience": 10,
+        "group_share": 1.0,
+        "whole": 0.5,
+        "whole_pairs": "families",
+    }

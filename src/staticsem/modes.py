@@ -168,6 +168,9 @@ def check_modes(
             "--fallback pieces have them)"
         )
     row_sets = row_sets or {}
+    for name in row_sets:
+        if not isinstance(name, str) or not ROW_NAME.fullmatch(name):
+            raise ModelFormatError(f"a row set's name must be letters, digits, _ or -, got {name!r}")
     for mode, settings in modes.items():
         if settings.rows is not None and settings.rows not in row_sets:
             raise ModelFormatError(

@@ -88,25 +88,31 @@ class KDSettings:
     def resolved(self, families: bool) -> KDSettings:
         """These settings with those left unset chosen for a distillation with edit ``families`` or without
         (``FAMILY_TRAINING`` / ``PLAIN_TRAINING``); set ones kept."""
-        chosen = FAMILY_TRAINING if families else PLAIN_TRAINING
+        chosen = dict(FAMILY_TRAINING if families else PLAIN_TRAINING)
+        if self.whole is not None and not self.whole:  # the whole-batch loss turned off: no pairs to rank
+            chosen["whole_pairs"] = "all"
         return replace(self, **{k: v for k, v in chosen.items() if getattr(self, k) is None})
 
     # the settings as training reads them: unset ones as without edit families
+    def _read(self, name: str) -> Any:
+        value = getattr(self, name)
+        return PLAIN_TRAINING[name] if value is None else value
+
     @property
     def whole_weight(self) -> float:
-        return float(PLAIN_TRAINING["whole"] if self.whole is None else self.whole)
+        return float(self._read("whole"))
 
     @property
     def pairs_ranked(self) -> str:
-        return str(PLAIN_TRAINING["whole_pairs"] if self.whole_pairs is None else self.whole_pairs)
+        return str(self._read("whole_pairs"))
 
     @property
     def groups(self) -> float:
-        return float(PLAIN_TRAINING["group_share"] if self.group_share is None else self.group_share)
+        return float(self._read("group_share"))
 
     @property
     def stale_limit(self) -> int:
-        return int(PLAIN_TRAINING["patience"] if self.patience is None else self.patience)
+        return int(self._read("patience"))
 
     def validate(self, flag: str = "--kd-") -> None:
         """Raise ``InputError`` for a setting training cannot run with (``flag``: the options' prefix); unset

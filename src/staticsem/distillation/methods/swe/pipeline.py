@@ -94,7 +94,8 @@ class Pipeline(StepRun):
             )
             settings = for_teacher(settings, *shape)
         chosen = settings.splitter is not None
-        self.asked_kd = settings.kd  # as given: a build whose edits made no families trains without them
+        # as given: a build whose edits made no families trains without them (and by default no search rows)
+        self.asked_kd, self.asked_search = settings.kd, settings.search_rows
         settings = with_training(with_splitter(settings))
         super().__init__(settings, out, **options)
         self.method = method
@@ -171,14 +172,15 @@ class Pipeline(StepRun):
         for step in ("pieces", "targets", "edits"):  # what the training step uses, just before it
             if step in self.keys:
                 later = (*later[:-1], step, later[-1])
-        later = (*later, "search") if "search" in self.keys else later
         last = tuple(step for step in ("align", "pairs") if step in self.keys)
         self.run_steps((*first, *later, *last), self.keys)
+        if "search" in self.keys and (self.asked_search or self.records.get("edits", {}).get("edited")):
+            self.run_steps(("search",), self.keys)  # by default only where the KD step had families
         final = last[-1] if last else self.settings.stages[-1]
         model = self._load(STAGE_FOLDERS[final])
         if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
             model = with_search_modes(model, self.settings.piece_weight, self.settings.search_piece_weight)
-        if "search" in self.keys:
+        if "search" in self.records:
             model = with_search_rows(model, self._load(SEARCH_FOLDER), int8=True)
         model.metadata = self._metadata()
         model.save(self.out, dtype=dtype)

@@ -23,11 +23,12 @@ SEARCH_FOLDER = "stage3-search"
 
 
 def wants_search_rows(settings: Any) -> bool:
-    """Whether an SWE build (``SWESettings``) distils search rows: asked, else where it has edit families
-    and no ``--pairs``."""
+    """Whether an SWE build (``SWESettings``) distils search rows: asked, else where it distils (the kd
+    objective alone) with edit families and no ``--pairs``."""
     if settings.search_rows is not None:
         return bool(settings.search_rows)
-    return settings.edits() > 0 and not settings.pairs
+    distils = settings.objective == "kd" and "kd" in settings.stages
+    return distils and settings.edits() > 0 and not settings.pairs
 
 
 def check_search_rows(settings: Any) -> None:

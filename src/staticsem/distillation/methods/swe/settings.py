@@ -326,15 +326,16 @@ class SWESettings(ASESettings):
         for path in self.parallel:
             if not Path(path).is_file():
                 raise InputError(f"{path}: parallel pairs file is missing")
-        self.kd.validate()
-        self.edit.validate(self.draws_short(), len(corpus_languages(self)), self.kd.groups)
-        if self.kd.pairs_ranked == "families" and not (self.kd.whole_weight and self.edits()):
+        kd = self.kd.resolved(self.edits() > 0)  # as the build will train: unset ones chosen
+        kd.validate()
+        self.edit.validate(self.draws_short(), len(corpus_languages(self)), kd.groups)
+        if kd.pairs_ranked == "families" and not (kd.whole_weight and self.edits()):
             raise InputError("--kd-whole-pairs families needs --kd-whole above 0 and edit families")
         check_search_rows(self)
-        if not 0.0 <= self.kd.groups <= 1.0 or self.kd.group_size < 2:
+        if not 0.0 <= kd.groups <= 1.0 or kd.group_size < 2:
             raise InputError(
                 f"--kd-groups must be within 0..1 and groups hold 2 or more sentences, got "
-                f"{self.kd.groups} and {self.kd.group_size}"
+                f"{kd.groups} and {kd.group_size}"
             )
         if self.fallback not in FALLBACKS:
             raise InputError(f"fallback must be one of {', '.join(FALLBACKS)}, got {self.fallback!r}")
