@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from staticsem.errors import InputError, ModelFormatError
+from staticsem.quantize import DType, dequantize, quantize
 
 if TYPE_CHECKING:
     from staticsem.pieces import PieceTable
@@ -139,8 +140,6 @@ class RowSet:
 
     def quantized(self) -> RowSet:
         """This set as int8 with one scale per row (its pieces kept float until saved)."""
-        from staticsem.quantize import DType, dequantize, quantize
-
         vectors, scales = quantize(dequantize(self.vectors, self.scales), DType.INT8)
         return RowSet(vectors, self.pieces, scales)
 

@@ -55,7 +55,7 @@ from staticsem.distillation.methods.swe.targets import targets_step
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
 from staticsem.distillation.stages.extract import extract
-from staticsem.distillation.stages.kd import Contrastive, Distillation, Objective, train_table
+from staticsem.distillation.stages.kd import Contrastive, Distillation, KDSettings, Objective, train_table
 from staticsem.distillation.stages.pairs import with_search_rows
 from staticsem.distillation.steps import StepRun, run_in_frame
 from staticsem.distillation.teachers.teacher import teacher_shape
@@ -356,19 +356,31 @@ class Pipeline(StepRun):
             )
         if s.objective in ("contrastive", "both"):
             objectives.append(Contrastive(stage2, *read_pairs(s.parallel, s.exclude), kd.tau))
-        key = self.keys["kd"]  # a stopped run resumes from its last evaluation; another key starts over
+        share = s.edit.share if "edits" in self.keys else 0.0
+        stats = self.train_into(
+            "kd", "stage3", stage2, objectives, replace(kd, seed=s.seed, family_share=share)
+        )
+        return {"objective": s.objective, **stats}
+
+    def train_into(
+        self, step: str, into: str, start: StaticModel, objectives: list[Objective], settings: KDSettings
+    ) -> dict[str, Any]:
+        """Train ``start`` on ``objectives`` into the work folder's ``into`` (float32); the stats. A stopped
+        run resumes from ``{step}.partial.safetensors`` (its last evaluation); another key starts over."""
+        folder, key = self.work.folder, self.keys[step]
+        checkpoint = folder / f"{step}.partial.safetensors"
         trained, stats = train_table(
-            stage2,
+            start,
             objectives,
-            replace(kd, seed=s.seed, family_share=s.edit.share if "edits" in self.keys else 0.0),
+            settings,
             self.progress,
-            checkpoint=self.work.folder / "kd.partial.safetensors",
+            checkpoint=checkpoint,
             key=key,
             save_every=self.save_every,
             device=self.train_device,
         )
-        trained.save(self.work.folder / "stage3", dtype="float32")
-        return {"objective": s.objective, **stats}
+        trained.save(folder / into, dtype="float32")
+        return stats
 
     def _search(self) -> dict[str, Any]:
         return search_step(self)

@@ -22,20 +22,24 @@ from staticsem.errors import InputError
 SEARCH_FOLDER = "stage3-search"
 
 
+def distils_alone(settings: Any) -> bool:
+    """Whether an SWE build's training is the distillation alone (the kd stage and objective)."""
+    return settings.objective == "kd" and "kd" in settings.stages
+
+
 def wants_search_rows(settings: Any) -> bool:
     """Whether an SWE build (``SWESettings``) distils search rows: asked, else where it distils (the kd
     objective alone) with edit families and no ``--pairs``."""
     if settings.search_rows is not None:
         return bool(settings.search_rows)
-    distils = settings.objective == "kd" and "kd" in settings.stages
-    return distils and settings.edits() > 0 and not settings.pairs
+    return distils_alone(settings) and settings.edits() > 0 and not settings.pairs
 
 
 def check_search_rows(settings: Any) -> None:
     """Raise ``InputError`` where search rows are asked for and the build cannot make them."""
     if not settings.search_rows:
         return
-    if settings.objective != "kd" or "kd" not in settings.stages:
+    if not distils_alone(settings):
         raise InputError("--search-rows distils a second table: it needs the kd stage and --objective kd")
     if settings.pairs:
         raise InputError("--search-rows and --pairs both give the search modes rows of their own: choose one")
@@ -57,21 +61,10 @@ def search_training(settings: Any) -> Any:
 
 def search_step(pipeline: Any) -> dict[str, Any]:
     """Distil the SWE ``pipeline``'s stage 2 on its sentences without edit families into ``stage3-search``."""
-    from staticsem.distillation.stages.kd import Distillation, train_table
+    from staticsem.distillation.stages.kd import Distillation
 
-    s, folder = pipeline.settings, pipeline.work.folder
-    start = pipeline.kd_start()
+    s, start = pipeline.settings, pipeline.kd_start()
     sentences, targets = pipeline.kd_targets()
     distillation = Distillation(start, sentences, targets, s.kd.tau, s.kd.center_targets)
-    trained, stats = train_table(
-        start,
-        [distillation],
-        search_training(s),
-        pipeline.progress,
-        checkpoint=folder / "kd-search.partial.safetensors",
-        key=pipeline.keys["search"],
-        save_every=pipeline.save_every,
-        device=pipeline.train_device,
-    )
-    trained.save(folder / SEARCH_FOLDER, dtype="float32")
+    stats = pipeline.train_into("search", SEARCH_FOLDER, start, [distillation], search_training(s))
     return {"objective": "kd", **stats}
