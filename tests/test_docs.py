@@ -107,7 +107,7 @@ def test_the_defaults_the_pages_state_are_todays() -> None:
             f"(τ = {kd.tau:g}), Adam {kd.lr:.0e}, batch {kd.batch_size},".replace("e-0", "e-"),
             f"{SHORT_PER_CHOSEN:g} random short corpus sentences per chosen one (at most "
             f"{SHORT_DEFAULT_MAX:,}; {SHORT_WORDS[0]}–{SHORT_WORDS[1]} words",
-            f"in `encode` ({swe.piece_weight:g}, the default;",
+            f"in `encode` ({swe.pieces_weight():g}, the default;",
             f"`swe --stages extract --sentences-per-word {ase.sentences_per_word} --layer -1`",
         ],
         "docs/recipes.md": [
@@ -116,7 +116,7 @@ def test_the_defaults_the_pages_state_are_todays() -> None:
             f"`--kd-tau` sets the loss temperature ({kd.tau:g})",
             f"a sentence and its {kd.group_size - 1} nearest by teacher embedding",
         ],
-        "docs/usage.md": [f"piece weight: {swe.piece_weight:g} with SWE's defaults"],
+        "docs/usage.md": [f"piece weight: {swe.pieces_weight():g} with SWE's defaults"],
         "docs/search.md": [
             f"`--dtype` {DEFAULT_DTYPE} by default",
             f"`--exact-threshold` vectors ({hnsw.exact_threshold:,})",

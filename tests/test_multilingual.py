@@ -25,12 +25,15 @@ from staticsem.distillation.methods.swe.languages import check_coverage, short_c
 from staticsem.distillation.methods.swe.pipeline import Pipeline, SWESettings
 from staticsem.distillation.methods.swe.rows import piece_text
 from staticsem.distillation.methods.swe.settings import with_splitter
+from staticsem.distillation.stages.align_settings import AlignSettings
 from staticsem.distillation.stages.kd import KDSettings, Regression
 from staticsem.errors import InputError
 from staticsem.io import load
 from staticsem.text import make_splitter
 
 TRAINING = KDSettings(lr=1e-2, batch_size=32, eval_every=10, patience=5, max_steps=60, dev_size=50)
+# the alignment as the models before --align-components and --align-lr had it (8 dimensions here)
+ALIGN = AlignSettings(steps=60, components=4, lr=TRAINING.lr)
 
 
 def write_three(folder: Path) -> Path:
@@ -66,7 +69,7 @@ def settings(folder: Path, **changes: object) -> SWESettings:
         "dim": 8,
         "kd": TRAINING,
         "kd_short": None,
-        "align_steps": 60,
+        "align": ALIGN,
     }
     return SWESettings(**{**base, **changes})  # type: ignore[arg-type]
 
@@ -239,7 +242,7 @@ def test_each_languages_map_is_fitted_on_its_sentences_own_teacher_embeddings(
 
     monkeypatch.setattr(alignment, "fit_language_maps", recording)
     teacher = FakeTeacher(reader(three))
-    run = pipeline(three, teacher, align_sentences=40, kd_short=0)
+    run = pipeline(three, teacher, align=replace(ALIGN, sentences=40), kd_short=0)
     run.run(dtype="float32")
     for language, sub in run.subruns.items():
         chosen = sub.records["select"]["sentences"]
@@ -289,6 +292,7 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     teacher = FakeTeacher(reader(three))
     model = pipeline(three, teacher, fallback="pieces", kd_short=120).run(dtype="float32")
     saved = staticsem.load(three / "model")
+    assert saved.pieces is not None and saved.pieces.weight == 1.0  # several languages: a piece counts whole
     assert saved.metadata["languages"] == ["en", "de", "sv"]
     assert json.loads((three / "model" / "config.json").read_text())["metadata"]["languages"] == [
         "en",
@@ -326,7 +330,7 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     np.testing.assert_array_equal(saved.vectors, staticsem.load(work / "aligned").vectors)
     passes = teacher.sentences
     plain = Pipeline(
-        settings(three, fallback="pieces", kd_short=120, align_languages=False),
+        settings(three, fallback="pieces", kd_short=120, align=replace(ALIGN, languages=False)),
         three / "plain",
         teacher=teacher,  # type: ignore[arg-type]
         show_progress=False,
@@ -336,7 +340,7 @@ def test_a_three_language_build_records_languages_and_draws_short_sentences_per_
     np.testing.assert_array_equal(plain.vectors, staticsem.load(work / "stage3").vectors)
     assert not np.allclose(plain.vectors, saved.vectors, atol=1e-3)
     maps_only = Pipeline(
-        settings(three, fallback="pieces", kd_short=120, align_steps=0),
+        settings(three, fallback="pieces", kd_short=120, align=replace(ALIGN, steps=0)),
         three / "maps",
         teacher=teacher,  # type: ignore[arg-type]
         show_progress=False,
@@ -455,12 +459,12 @@ def test_fitted_piece_map_is_fitted_on_the_maps_samples_and_reruns_only_the_alig
     for name in ("fit_language_maps", "fit_piece_map", "align_rows"):
         monkeypatch.setattr(alignment, name, recording(name))
     teacher = FakeTeacher(reader(three))
-    plain = pipeline(three, teacher, kd_short=0, align_steps=0)
+    plain = pipeline(three, teacher, kd_short=0, align=replace(ALIGN, steps=0))
     plain.run(dtype="float32")
     assert "fit_piece_map" not in seen and plain.records["align"]["pieces"] == "mean"
     assert seen["align_rows"] is None  # the mean map
     before = load(three / "model")
-    fitted = pipeline(three, teacher, kd_short=0, align_steps=0, align_pieces="fitted")
+    fitted = pipeline(three, teacher, kd_short=0, align=replace(ALIGN, steps=0, pieces="fitted"))
     fitted.run(dtype="float32")
     assert {k for k in plain.keys if plain.keys[k] != fitted.keys[k]} == {"align"}
     assert fitted.records["align"]["pieces"] == "fitted"
@@ -468,12 +472,12 @@ def test_fitted_piece_map_is_fitted_on_the_maps_samples_and_reruns_only_the_alig
     assert seen["align_rows"] is seen["fit_piece_map returned"]
     np.testing.assert_array_equal(before.vectors, load(three / "model").vectors)  # the words' maps as before
     refined = pipeline(
-        three, teacher, kd_short=0, align_pieces="fitted"
+        three, teacher, kd_short=0, align=replace(ALIGN, pieces="fitted")
     )  # the refinement runs after the maps
     refined.run(dtype="float32")
     config = json.loads((three / "model" / "config.json").read_text(encoding="utf-8"))
     assert config["metadata"]["steps"]["align"]["pieces"] == "fitted"
-    assert config["metadata"]["settings"]["align_pieces"] == "fitted"
+    assert config["metadata"]["settings"]["align"]["pieces"] == "fitted"
 
 
 def test_a_build_without_align_pieces_keeps_the_alignment_key_it_had(three: Path) -> None:
@@ -484,8 +488,13 @@ def test_a_build_without_align_pieces_keeps_the_alignment_key_it_had(three: Path
 @pytest.mark.parametrize(
     ("changes", "says"),
     [
-        ({"align_pieces": "own"}, "align-pieces must be one of mean, fitted"),
-        ({"align_pieces": "fitted", "fallback": "prefix"}, "align-pieces fitted .* needs --fallback pieces"),
+        ({"align": replace(ALIGN, pieces="own")}, "align-pieces must be one of mean, fitted"),
+        (
+            {"align": replace(ALIGN, pieces="fitted"), "fallback": "prefix"},
+            "align-pieces fitted .* needs --fallback pieces",
+        ),
+        ({"align": replace(ALIGN, components=8)}, "align-components must be 0 or more and below --dim 8"),
+        ({"align": replace(ALIGN, lr=0.0)}, "align-lr must be positive"),
     ],
 )
 def test_a_bad_align_pieces_is_refused_before_any_teacher_pass(

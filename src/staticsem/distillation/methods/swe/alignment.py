@@ -42,7 +42,7 @@ def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
     for language, run in pipeline.subruns.items():
         sentences = run.records["select"]["sentences"]
         targets = load_file(str(run.work.folder / "stage1.safetensors"))["embeddings"]
-        take = np.sort(rng.permutation(len(sentences))[: s.align_sentences])
+        take = np.sort(rng.permutation(len(sentences))[: s.align.sentences])
         samples[language] = LanguageSample([sentences[i] for i in take], targets[take])
         vocab = run.records["vocab"]
         counts[language] = dict(zip(vocab["words"], vocab["counts"], strict=True))
@@ -52,20 +52,22 @@ def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
         )
     model = load(source)
     space = shared_space(samples, model.dim)
-    maps = fit_language_maps(model, samples, space=space)
-    fitted = s.align_pieces == "fitted"
-    piece_map = fit_piece_map(model, samples, space) if fitted else None
+    components = s.align.directions(s.dim)
+    maps = fit_language_maps(model, samples, components, space)
+    fitted = s.align.pieces == "fitted"
+    piece_map = fit_piece_map(model, samples, space, components) if fitted else None
     aligned = align_rows(model, maps, language_shares(model.vocab, counts), piece_map)
     record: dict[str, Any] = {"sentences": {lang: len(sample.sentences) for lang, sample in samples.items()}}
     record["pieces"] = "fitted" if fitted else "mean"
-    if s.align_steps:
-        settings = replace(s.kd, max_steps=s.align_steps, seed=s.seed)
+    if s.align.steps:
+        settings = replace(s.kd, max_steps=s.align.steps, seed=s.seed, lr=s.align.lr)
         aligned, record["refine"] = refine_rows(  # a stopped refinement resumes from its last evaluation
             aligned,
             everything,
             space,
             settings,
             pipeline.progress,
+            components,
             checkpoint=pipeline.work.folder / "align.partial.safetensors",
             key=pipeline.keys["align"],
             save_every=pipeline.save_every,

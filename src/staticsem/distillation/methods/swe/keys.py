@@ -102,11 +102,7 @@ def step_keys(pipeline: Any) -> dict[str, str]:
         plain = {k: v for k, v in objective.items() if k != "edits"}
         keys["search"] = training(replace(s.kd, **PLAIN_TRAINING), plain)
     if pipeline.aligns():
-        last = keys[s.stages[-1]]
-        align = {"last": last, "sentences": s.align_sentences, "seed": s.seed}
-        if s.align_pieces != "mean":  # added later: counts only when used
-            align["pieces"] = s.align_pieces
-        keys["align"] = fingerprint({**align, **({"steps": s.align_steps} if s.align_steps else {})})
+        keys["align"] = fingerprint(s.align.key(keys[s.stages[-1]], s.seed, s.kd.lr, s.dim))
     if s.pairs:
         keys["pairs"] = pairs_key(s, keys["align"] if pipeline.aligns() else kd)
     return keys

@@ -153,7 +153,7 @@ class Pipeline(StepRun):
         return (
             bool(self.subruns)
             and self.method == "swe"
-            and s.align_languages
+            and s.align.languages
             and s.objective == "kd"
             and ("pca" in s.stages)
         )
@@ -179,7 +179,7 @@ class Pipeline(StepRun):
         final = last[-1] if last else self.settings.stages[-1]
         model = self._load(STAGE_FOLDERS[final])
         if model.pieces is not None:  # trained at --piece-train-weight, encodes at --piece-weight
-            model = with_search_modes(model, self.settings.piece_weight, self.settings.search_piece_weight)
+            model = with_search_modes(model, self.settings.pieces_weight(), self.settings.search_piece_weight)
         if "search" in self.records:
             model = with_search_rows(model, self._load(SEARCH_FOLDER), int8=True)
         model.metadata = self._metadata()

@@ -15,6 +15,7 @@ from staticsem.distillation.corpus.reading import EMBEDDED, check_sources
 from staticsem.distillation.corpus.sampling import check_splitter, word_targets
 from staticsem.distillation.method import setting
 from staticsem.distillation.methods.swe.search_step import check_search_rows
+from staticsem.distillation.stages.align_settings import AlignSettings
 from staticsem.distillation.stages.crosslingual import corpus_languages, language_sources
 from staticsem.distillation.stages.kd_settings import KDSettings
 from staticsem.distillation.stages.pairs_settings import PairsSettings
@@ -29,7 +30,6 @@ STAGES = ("extract", "pca", "kd")
 # (studies/README.md §teacher_levers.py). Width and temperature did not depend on the teacher there.
 WIDE_TEACHER = 768
 OBJECTIVES = ("kd", "contrastive", "both")
-ALIGN_PIECES = ("mean", "fitted")  # the subword pieces' map after the languages' maps
 FALLBACKS = ("pieces", "prefix")
 SHORT_WORDS = (5, 15)  # words of a --kd-short sentence
 # the default short-sentence count: SHORT_PER_CHOSEN per sentence stage 1 chose (a short pass costs about
@@ -230,10 +230,14 @@ class SWESettings(ASESettings):
         "How unknown words get a vector: pieces (the teacher's subword pieces, each a row distilled with "
         "the words) or prefix (the longest known prefix, the models before 2026-11-26).",
     )
-    piece_weight: float = setting(
-        0.5,
+    # several languages (where compounds and unspaced scripts lean on pieces): 0.5 -> 1, STS-B dev of the
+    # three-language build de 73.93 -> 76.93, en-de 63.39 -> 64.58, en-ja 59.26 -> 59.92, English 79.85 ->
+    # 80.45; the twelve-language build's 7 languages with text +0.2 to +2.7 alone, -0.3 (pt) to +0.8 with
+    # English (docs/recipes.md, held back)
+    piece_weight: float | None = setting(
+        None,
         "In the model: an unknown word of k pieces weighs k ** this against a known word's 1 (1: each "
-        "piece counts as a word; 0: the word counts once).",
+        "piece counts as a word; 0: the word counts once) [default: 0.5 for one language, 1 for several].",
     )
     piece_train_weight: float = setting(
         1.0, "The same weight while the pieces are distilled (the model gets --piece-weight)."
@@ -255,29 +259,8 @@ class SWESettings(ASESettings):
         "the build has edit families and no --pairs].",
     )
     stages: tuple[str, ...] = setting(STAGES, "A prefix of extract,pca,kd.", comma=True)
-    # several languages: each mapped onto the teacher's shared space and the maps baked into the rows
-    # (staticsem.distillation.stages.align; 30 s); the 12-language build, STS-B dev of 7 languages:
-    # monolingual 67.69 → 72.60, en–X 49.09 → 60.63, English 65.97 → 68.76 (docs/recipes.md)
-    align_languages: bool = setting(
-        True,
-        "Several languages: map each onto the teacher's shared space (an affine map fitted on its chosen "
-        "sentences, baked into its rows) after the last stage (with --objective kd; parallel pairs align "
-        "languages themselves).",
-    )
-    align_sentences: int = setting(20_000, "Chosen sentences of each language that fit its map.")
-    align_pieces: str = setting(
-        "mean",
-        "Several languages: the subword pieces' map (mean: the mean of the languages' maps; fitted: their "
-        "own, fitted on every language's sentences read from pieces alone, as a language without text "
-        "is read).",
-    )
-    # then the rows trained so each chosen and short sentence's mean points at its teacher embedding in the
-    # shared space (cosine; the 12-language build: monolingual 72.60 → 75.13, en–X 60.63 → 63.64, English
-    # 68.76 → 71.00; early stopping at 11,240 steps, 168 s)
-    align_steps: int = setting(
-        30_000,
-        "Several languages, after the maps: steps training the rows so each sentence's mean points at its "
-        "teacher embedding in the shared space (0: the maps alone; --kd-lr and --kd-batch-size apply).",
+    align: AlignSettings = setting(
+        factory=AlignSettings, help="The languages' alignment (several languages).", prefix="align"
     )
     # a last stage: retrieval training on query→passage pairs, this build's teacher targets as the anchor
     # (staticsem.distillation.stages.pairs; `staticsem train-pairs` runs it on any model)
@@ -300,17 +283,10 @@ class SWESettings(ASESettings):
         bad = [s for s in self.stages if s not in STAGES]
         if bad or not self.stages or self.stages != STAGES[: len(self.stages)]:
             raise InputError(f"--stages must be a prefix of {','.join(STAGES)}, got {','.join(self.stages)}")
-        for name in ("pca_sentences", "dim", "align_sentences"):
+        for name in ("pca_sentences", "dim"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        if self.align_pieces not in ALIGN_PIECES:
-            raise InputError(
-                f"align-pieces must be one of {', '.join(ALIGN_PIECES)}, got {self.align_pieces!r}"
-            )
-        if self.align_pieces == "fitted" and self.fallback != "pieces":
-            raise InputError("--align-pieces fitted maps the subword pieces: it needs --fallback pieces")
-        if self.align_steps < 0:
-            raise InputError(f"align-steps must be 0 or more, got {self.align_steps}")
+        self.align.validate(self.fallback, self.dim)
         self._validate_training()
         super().validate()
 
@@ -372,6 +348,12 @@ class SWESettings(ASESettings):
 
     def _distils(self) -> bool:
         return self.objective != "contrastive" and "kd" in self.stages
+
+    def pieces_weight(self) -> float:
+        """``--piece-weight``, by default 0.5 in a build of one language and 1 in a build of several."""
+        if self.piece_weight is not None:
+            return self.piece_weight
+        return 1.0 if len(corpus_languages(self)) > 1 else 0.5
 
     def edits(self) -> int:
         """How many short sentences get edited copies (``EditSettings.count``)."""
