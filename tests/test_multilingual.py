@@ -495,6 +495,11 @@ def test_a_build_without_align_pieces_keeps_the_alignment_key_it_had(three: Path
         ),
         ({"align": replace(ALIGN, components=8)}, "align-components must be 0 or more and below --dim 8"),
         ({"align": replace(ALIGN, lr=0.0)}, "align-lr must be positive"),
+        ({"align": replace(ALIGN, lr=-1e-3)}, "align-lr must be positive"),
+        ({"align": replace(ALIGN, components=-1)}, "align-components must be 0 or more"),
+        ({"align": replace(ALIGN, steps=-1)}, "align-steps must be 0 or more, got -1"),
+        ({"align": replace(ALIGN, sentences=0)}, "align-sentences must be above --dim 8, got 0"),
+        ({"align": replace(ALIGN, sentences=8)}, "align-sentences must be above --dim 8, got 8"),
     ],
 )
 def test_a_bad_align_pieces_is_refused_before_any_teacher_pass(

@@ -56,8 +56,8 @@ class AlignSettings:
     def validate(self, fallback: str, dim: int) -> None:
         """Raise ``InputError`` for settings that cannot work (in a build of ``dim`` dimensions whose
         unknown words take ``fallback``)."""
-        if self.sentences < 1:
-            raise InputError(f"--align-sentences must be positive, got {self.sentences}")
+        if self.sentences <= dim:  # a map of dim dimensions needs more sentences than that
+            raise InputError(f"--align-sentences must be above --dim {dim}, got {self.sentences}")
         if self.pieces not in PIECES:
             raise InputError(f"--align-pieces must be one of {', '.join(PIECES)}, got {self.pieces!r}")
         if self.pieces == "fitted" and fallback != "pieces":

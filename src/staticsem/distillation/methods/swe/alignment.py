@@ -58,7 +58,7 @@ def align_step(pipeline: Any, source: Path, into: Path) -> dict[str, Any]:
     piece_map = fit_piece_map(model, samples, space, components) if fitted else None
     aligned = align_rows(model, maps, language_shares(model.vocab, counts), piece_map)
     record: dict[str, Any] = {"sentences": {lang: len(sample.sentences) for lang, sample in samples.items()}}
-    record["pieces"] = "fitted" if fitted else "mean"
+    record["pieces"], record["components"] = ("fitted" if fitted else "mean"), components
     if s.align.steps:
         settings = replace(s.kd, max_steps=s.align.steps, seed=s.seed, lr=s.align.lr)
         aligned, record["refine"] = refine_rows(  # a stopped refinement resumes from its last evaluation
