@@ -23,7 +23,7 @@ from safetensors.numpy import load_file
 from staticsem.distillation.corpus.languages import needs_subword
 from staticsem.distillation.corpus.parallel import read_pairs
 from staticsem.distillation.corpus.reading import fingerprint_sources
-from staticsem.distillation.corpus.sampling import missing_words, select_sentences, select_stored
+from staticsem.distillation.corpus.sampling import missing_words
 from staticsem.distillation.method import Frame
 from staticsem.distillation.methods.swe.alignment import align_step
 from staticsem.distillation.methods.swe.edit_step import edit_step, with_edits
@@ -34,7 +34,6 @@ from staticsem.distillation.methods.swe.phrase_step import (
     phrase_shares,
     phrases_step,
     starting_rows,
-    unit_targets,
     units,
 )
 from staticsem.distillation.methods.swe.rows import (
@@ -45,6 +44,7 @@ from staticsem.distillation.methods.swe.rows import (
     write_analysis,
 )
 from staticsem.distillation.methods.swe.search_step import SEARCH_FOLDER, search_step, with_training
+from staticsem.distillation.methods.swe.sentence_steps import extract_step, select_step
 from staticsem.distillation.methods.swe.settings import (
     ASESettings,
     SWESettings,
@@ -54,16 +54,12 @@ from staticsem.distillation.methods.swe.settings import (
 from staticsem.distillation.methods.swe.targets import targets_step
 from staticsem.distillation.stages.abtt import ABTT, ABTT_FILE, sentence_pca
 from staticsem.distillation.stages.crosslingual import language_sources, merge_runs
-from staticsem.distillation.stages.extract import extract
 from staticsem.distillation.stages.kd import Contrastive, Distillation, KDSettings, Objective, train_table
 from staticsem.distillation.stages.pairs import with_search_rows
 from staticsem.distillation.steps import StepRun, run_in_frame
 from staticsem.distillation.teachers.teacher import teacher_shape
-from staticsem.errors import InputError
 from staticsem.io import load
-from staticsem.io.atomic import save_tensors
 from staticsem.model import StaticModel
-from staticsem.phrases import entry_table, is_phrase
 
 logger = logging.getLogger(__name__)
 STAGE_FOLDERS = {"extract": "stage1", "pca": "stage2", "kd": "stage3", "align": "aligned", "pairs": "stage4"}
@@ -202,71 +198,10 @@ class Pipeline(StepRun):
         return self.records["merge" if self.subruns else "select"]
 
     def _select(self) -> dict[str, Any]:
-        """Choose the sentences stage 1 reads: on the corpus the vocabulary step stored (its word ids), else
-        (with Ray, or a work folder from before it stored one) on the corpus read again."""
-        vocab, s = self.records["vocab"], self.settings
-        entries, tally = units(self)
-        counts = dict(zip(entries, tally, strict=True))
-        targets = unit_targets(self)
-        stored = self.stored_corpus(vocab["lowercase"])
-        if stored is not None:
-            table = entry_table(entries)
-            chosen = select_stored(stored, entries, counts, targets, s.select_threshold, self.progress, table)
-        else:
-            chosen = select_sentences(
-                self.sentences(),
-                vocab["words"],
-                counts,
-                targets,
-                vocab["lowercase"],
-                s.select_threshold,
-                self.progress,
-                self.splitter.words,
-            )
-        return {"sentences": chosen.sentences, "stats": chosen.stats}
+        return select_step(self)
 
     def _extract(self) -> dict[str, Any]:
-        vocab, chosen = self.records["vocab"], self.records["select"]
-        entries = units(self)[0]
-        self.teacher.check_layer(self.settings.layer)
-        partial = self.work.folder / f"stage1-{self.keys['extract']}.partial.safetensors"
-        result = (self.scale.extract if self.scale else extract)(
-            self.teacher,
-            chosen["sentences"],
-            entries,
-            lowercase=vocab["lowercase"],
-            checkpoint=partial,
-            save_every=self.save_every,
-            show_progress=self.progress,
-            layer=self.settings.layer,
-            splitter=self.splitter,
-            **self.extraction(),
-        )
-        seen = np.flatnonzero(result.counts > 0)
-        if len(seen) == 0:
-            raise InputError("no vocabulary word was found in the chosen sentences")
-        words = [entries[i] for i in seen]
-        stage1 = StaticModel(
-            words,
-            result.vectors()[seen],
-            tokenizer=self.teacher.subword_tokenizer,
-            metadata={"method": self.method, "stage": "extract"},
-            splitter=self.splitter.name,
-            phrases=self.settings.phrase.mode,
-        )
-        stage1.save(self.work.folder / "stage1", dtype="float32")
-        per_sentence = {"embeddings": result.embeddings}
-        if result.token_means is not None:
-            per_sentence["token_means"] = result.token_means
-        save_tensors(self.work.folder / "stage1.safetensors", per_sentence)
-        partial.unlink(missing_ok=True)
-        return {
-            "teacher_passes": result.passes,
-            "words_seen": len(words),
-            **({"phrases_seen": sum(map(is_phrase, words))} if "phrases" in self.records else {}),
-            "teacher_dim": int(result.sums.shape[1]),
-            "lowercase": vocab["lowercase"],
-        }
+        return extract_step(self)
 
     def _targets(self) -> dict[str, Any]:
         return targets_step(self)
