@@ -32,7 +32,9 @@ from staticsem.errors import InputError
 from staticsem.model import StaticModel
 from staticsem.pieces import PieceTable
 
-COMPONENTS = 4  # principal directions removed per language, before and after the map
+# principal directions removed per language, before and after the map: these functions' default (the
+# models before 2026-11-30); a build removes --align-components (stages.align_settings.DIRECTIONS)
+COMPONENTS = 4
 RIDGE = 1e-2  # the regression's penalty, relative to the mean eigenvalue of its Gram matrix
 SVD_ROWS = 8_000  # sentences of a language whose principal directions step 1 removes
 

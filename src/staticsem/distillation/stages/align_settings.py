@@ -10,8 +10,10 @@ from staticsem.distillation.method import setting
 from staticsem.errors import InputError
 
 PIECES = ("mean", "fitted")  # the subword pieces' map after the languages' maps
-COMPONENTS = 6
-EARLIER_COMPONENTS = 4  # the models before 2026-11-30 (their refinement trained at --kd-lr)
+DIRECTIONS = 6  # --align-components by default (at most a quarter of --dim)
+# what the models before 2026-11-30 removed: stages.align.COMPONENTS, the stage functions' default (their
+# refinement trained at --kd-lr)
+EARLIER_COMPONENTS = 4
 
 
 @dataclass(frozen=True)
@@ -35,11 +37,11 @@ class AlignSettings:
     )
     # the three-language build (en, de, ja), STS-B dev at --align-lr 5e-4, 2 / 4 / 6 / 8 directions: en-ja
     # 58.75 / 60.38 / 61.01 / 61.08, en-de 64.18 / 64.64 / 65.57 / 65.80, ja's translations found (top-1)
-    # 70.69 / 71.13 / 70.38 / 69.26: 6 keeps most of 8's STS at half its retrieval cost (docs/recipes.md)
+    # 70.69 / 71.13 / 70.38 / 69.26: 6 keeps most of 8's STS at 40 % of its retrieval cost (docs/recipes.md)
     components: int | None = setting(
         None,
         "Principal directions of each language removed before and after its map, and from the teacher "
-        f"embeddings its refinement trains towards [default: {COMPONENTS}, at most a quarter of --dim].",
+        f"embeddings its refinement trains towards [default: {DIRECTIONS}, at most a quarter of --dim].",
     )
     # then the rows trained so each chosen and short sentence's mean points at its teacher embedding in the
     # shared space (cosine; the 12-language build: monolingual 72.60 -> 75.13, en-X 60.63 -> 63.64, English
@@ -72,8 +74,8 @@ class AlignSettings:
             raise InputError(f"--align-lr must be positive, got {self.lr}")
 
     def directions(self, dim: int) -> int:
-        """``components``, by default ``COMPONENTS`` but at most a quarter of the model's ``dim``."""
-        return min(COMPONENTS, dim // 4) if self.components is None else self.components
+        """``components``, by default ``DIRECTIONS`` but at most a quarter of the model's ``dim``."""
+        return min(DIRECTIONS, dim // 4) if self.components is None else self.components
 
     def key(self, last: str, seed: int, kd_lr: float, dim: int) -> dict[str, Any]:
         """What the alignment's key holds: the last stage's key (``kd_lr``: its learning rate), these
@@ -83,8 +85,9 @@ class AlignSettings:
         key: dict[str, Any] = {"last": last, "sentences": self.sentences, "seed": seed}
         if self.pieces != "mean":
             key["pieces"] = self.pieces
-        if self.directions(dim) != EARLIER_COMPONENTS:
-            key["components"] = self.directions(dim)
+        directions = self.directions(dim)
+        if directions != EARLIER_COMPONENTS:
+            key["components"] = directions
         if self.lr != kd_lr:
             key["lr"] = self.lr
         if self.steps:
