@@ -208,8 +208,10 @@ def test_a_family_distils_end_to_end_on_the_default_backend(
     want = st.encode(
         chosen, normalize_embeddings=True, **({"prompt_name": family.prompt} if family.prompt else {})
     )
-    cosines = (targets * want).sum(1)  # int8 weights: near, not equal
-    assert targets.shape == want.shape and cosines.mean() > 0.99 and cosines.min() > 0.95
+    # int8 weights: near, not equal; how near one sentence gets depends on the CPU's int8 kernels (qwen3's
+    # tiny teacher: min 0.938, mean 0.996 on one 2-core machine, above 0.95 on others)
+    cosines = (targets * want).sum(1)
+    assert targets.shape == want.shape and cosines.mean() > 0.99 and cosines.min() > 0.9
 
 
 def test_a_rerun_that_reuses_every_step_records_what_the_teacher_read_and_ran_on(
