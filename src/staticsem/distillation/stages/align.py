@@ -28,13 +28,14 @@ from typing import Any
 
 import numpy as np
 
+from staticsem.distillation.stages.align_settings import EARLIER_COMPONENTS
 from staticsem.errors import InputError
 from staticsem.model import StaticModel
 from staticsem.pieces import PieceTable
 
 # principal directions removed per language, before and after the map: these functions' default (the
 # models before 2026-11-30); a build removes --align-components (stages.align_settings.DIRECTIONS)
-COMPONENTS = 4
+COMPONENTS = EARLIER_COMPONENTS
 RIDGE = 1e-2  # the regression's penalty, relative to the mean eigenvalue of its Gram matrix
 SVD_ROWS = 8_000  # sentences of a language whose principal directions step 1 removes
 

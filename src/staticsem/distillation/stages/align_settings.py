@@ -11,8 +11,8 @@ from staticsem.errors import InputError
 
 PIECES = ("mean", "fitted")  # the subword pieces' map after the languages' maps
 DIRECTIONS = 6  # --align-components by default (at most a quarter of --dim)
-# what the models before 2026-11-30 removed: stages.align.COMPONENTS, the stage functions' default (their
-# refinement trained at --kd-lr)
+# what the models before 2026-11-30 removed (their refinement trained at --kd-lr); the stage functions'
+# default (stages.align.COMPONENTS)
 EARLIER_COMPONENTS = 4
 
 

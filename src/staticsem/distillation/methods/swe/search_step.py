@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from staticsem.distillation.stages.crosslingual import corpus_languages
 from staticsem.distillation.stages.kd_settings import PLAIN_TRAINING
 from staticsem.errors import InputError
 
@@ -43,7 +42,7 @@ def check_search_rows(settings: Any) -> None:
         raise InputError("--search-rows distils a second table: it needs the kd stage and --objective kd")
     if settings.pairs:
         raise InputError("--search-rows and --pairs both give the search modes rows of their own: choose one")
-    if len(corpus_languages(settings)) > 1:
+    if settings.several_languages():
         raise InputError("--search-rows needs a build of one language (several are aligned after training)")
 
 

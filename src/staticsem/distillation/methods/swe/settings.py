@@ -353,7 +353,11 @@ class SWESettings(ASESettings):
         """``--piece-weight``, by default 0.5 in a build of one language and 1 in a build of several."""
         if self.piece_weight is not None:
             return self.piece_weight
-        return 1.0 if len(corpus_languages(self)) > 1 else 0.5
+        return 1.0 if self.several_languages() else 0.5
+
+    def several_languages(self) -> bool:
+        """Whether the corpus names more than one language."""
+        return len(corpus_languages(self)) > 1
 
     def edits(self) -> int:
         """How many short sentences get edited copies (``EditSettings.count``)."""
